@@ -1,0 +1,500 @@
+//! `adaptive`: a futex mutex that spins only while its owner runs.
+//!
+//! The idea is the kernel mutex's optimistic spinning brought to userspace:
+//! - spin only while the owner is on a CPU (seed 002, `rq->curr == owner`),
+//!   asked of the owner-state oracle (`oracle.rs`);
+//! - stop spinning and queue as soon as the lock changes owner (seed 000:
+//!   under heavy contention, chasing a lock that keeps changing hands is
+//!   wasted cycles);
+//! - spin at most once per wake-up (Weisbecker's reply in seed 002: a waiter
+//!   that re-enters the spin loop after losing turns the mutex into a
+//!   spinlock);
+//! - only one waiter spins on the lock word at a time, the others sleep
+//!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
+//!   CPUs a second spinner can only steal the owner's CPU);
+//! - sleep on a process-private futex; unlock issues a wake only when the
+//!   WAITERS bit says somebody sleeps.
+//!
+//! Lock word (seed 001's TID|FUTEX_WAITERS policy):
+//!
+//! ```text
+//!  31        30        29 ........................ 0
+//! [WAITERS] [HANDOFF] [owner tid, 0 when unlocked   ]
+//! ```
+//! Uncontended lock is one compare-exchange 0 -> tid; uncontended unlock is
+//! one compare-exchange tid -> 0.
+//!
+//! Starvation is bounded by *handoff*: a waiter passed over for longer than
+//! the bound (`config::handoff_bound`, 1 ms by default) claims the `handoff`
+//! slot and sets HANDOFF; the next unlock then gives the lock to it instead
+//! of releasing it. Handing a lock to a thread that is not running stalls
+//! everybody until it gets a CPU, which is how fair locks collapse under
+//! oversubscription; so the requester keeps spinning while the owner runs
+//! (it will usually be on a CPU when the lock arrives), and a handoff
+//! happens at most once per bound, limiting the convoy to one per period.
+//!
+//! Pick `adaptive` by default: it is as cheap as a plain futex mutex when
+//! uncontended, spins through short and microsecond critical sections, and
+//! sleeps rather than burns CPU when the owner is off CPU.
+
+use crate::clock::{self, SpinBudget};
+use crate::config;
+use crate::oracle::{OwnerState, OwnerWatch};
+use crate::record::{self, AcquireKind, NoStats, Recorder};
+use crate::sync::{current_tid, futex_wait, futex_wake, spin_hint, AtomicU32, Ordering, WaitOutcome};
+use std::time::Instant;
+
+/// Mask of the owner tid in the lock word.
+const OWNER_MASK: u32 = (1 << 30) - 1;
+/// Set while the next unlock must hand the lock to the `handoff` requester.
+/// Invariant: HANDOFF set implies `handoff` holds an unclaimed request.
+const HANDOFF: u32 = 1 << 30;
+/// Set while some waiter may be asleep on the lock word.
+const WAITERS: u32 = 1 << 31;
+
+/// In the handoff slot: the unlocker has taken the request (it can no
+/// longer be withdrawn).
+const CLAIMED: u32 = 1 << 30;
+/// In the handoff slot: the requester now owns the lock.
+const GRANTED: u32 = 1 << 31;
+
+/// The longest a waiter spins on a running owner (the budget's cap). A
+/// futex sleep and wake-up costs a few microseconds on each side; past
+/// ~100 µs of spinning the CPU burnt is worth more than the latency saved.
+const MAX_SPIN_NS: u32 = 100_000;
+/// The budget never shrinks below this: short spins are nearly free and
+/// cover the common sub-microsecond critical section.
+const MIN_SPIN_NS: u32 = 2_000;
+/// Budget of a fresh lock (a zeroed budget field reads as this).
+const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
+
+/// The raw `adaptive` mutex. `R` receives statistics ([`NoStats`] records
+/// nothing, at no cost).
+#[repr(C)]
+pub struct RawAdaptive<R: Recorder = NoStats> {
+    word: AtomicU32,
+    /// tid of the one waiter allowed to spin on `word`, or 0.
+    spinner: AtomicU32,
+    /// A starving waiter's request: its tid, plus CLAIMED / GRANTED.
+    handoff: AtomicU32,
+    /// Spin budget in ns, adapted per lock from how spins end; 0 = initial.
+    spin_budget_ns: AtomicU32,
+    recorder: R,
+}
+
+/// How one spin ended.
+#[derive(Debug, PartialEq, Eq)]
+enum SpinEnd {
+    Acquired,
+    /// Somebody else took the lock (seed 000: stop and queue).
+    OwnerChanged,
+    /// The owner is off CPU (seed 002: `rq->curr != owner`).
+    OwnerNotRunning,
+    /// Spun for the whole budget; the owner holds the lock too long.
+    BudgetSpent,
+    /// Spinning was switched off, or the deadline passed.
+    Stopped,
+}
+
+impl<R: Recorder> RawAdaptive<R> {
+    #[cfg(not(loom))]
+    /// An unlocked mutex.
+    pub const fn new() -> Self {
+        RawAdaptive {
+            word: AtomicU32::new(0),
+            spinner: AtomicU32::new(0),
+            handoff: AtomicU32::new(0),
+            spin_budget_ns: AtomicU32::new(0),
+            recorder: R::INIT,
+        }
+    }
+
+    #[cfg(loom)]
+    /// An unlocked mutex.
+    pub fn new() -> Self {
+        RawAdaptive {
+            word: AtomicU32::new(0),
+            spinner: AtomicU32::new(0),
+            handoff: AtomicU32::new(0),
+            spin_budget_ns: AtomicU32::new(0),
+            recorder: R::INIT,
+        }
+    }
+
+    /// The statistics recorder.
+    pub fn recorder(&self) -> &R {
+        &self.recorder
+    }
+
+    /// Acquires the lock, sleeping if needed.
+    #[inline]
+    pub fn lock(&self) {
+        let tid = current_tid();
+        if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return;
+        }
+        self.lock_contended(tid, None);
+    }
+
+    /// Acquires the lock if it is free.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let tid = current_tid();
+        let ok = self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if ok {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+        } else {
+            self.recorder.rejected();
+        }
+        ok
+    }
+
+    /// Acquires the lock unless `deadline` passes first.
+    pub fn lock_until(&self, deadline: Instant) -> bool {
+        let tid = current_tid();
+        if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return true;
+        }
+        self.lock_contended(tid, Some(deadline))
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The calling thread must hold the lock.
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.recorder.releasing();
+        let tid = current_tid();
+        if self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
+            return;
+        }
+        self.unlock_contended();
+    }
+
+    /// Whether some thread holds the lock.
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & OWNER_MASK != 0
+    }
+
+    /// The holder's kernel thread id, if held.
+    pub fn owner(&self) -> Option<u32> {
+        let owner = self.word.load(Ordering::Relaxed) & OWNER_MASK;
+        (owner != 0).then_some(owner)
+    }
+
+    #[cold]
+    fn lock_contended(&self, tid: u32, deadline: Option<Instant>) -> bool {
+        let wait_start = record::wait_start::<R>();
+        let started = clock::cycles();
+        let handoff_after = clock::ns_to_cycles(config::handoff_bound().as_nanos() as u64);
+        let mut may_spin = config::spinning_enabled();
+        let mut spun = false;
+        let mut slept = false;
+        loop {
+            let word = self.word.load(Ordering::Relaxed);
+
+            // The lock is free: take it. A thread that has slept keeps
+            // WAITERS set, since others may still sleep behind it.
+            if word & OWNER_MASK == 0 {
+                let keep = (word & WAITERS) | if slept { WAITERS } else { 0 };
+                if self
+                    .word
+                    .compare_exchange(word, tid | keep, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return self.acquired_after_wait(slept, wait_start);
+                }
+                continue;
+            }
+
+            // Spin on the owner, if nobody else is spinning already; once
+            // per wake-up at most.
+            if may_spin
+                && self.spinner.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                may_spin = false;
+                spun = true;
+                let keep = if slept { WAITERS } else { 0 };
+                let end = self.spin_on_owner(word & OWNER_MASK, tid | keep, deadline);
+                self.spinner.store(0, Ordering::Release);
+                if end == SpinEnd::Acquired {
+                    return self.acquired_after_wait(slept, wait_start);
+                }
+                continue;
+            }
+
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.recorder.timed_out(record::waited::<R>(wait_start));
+                return false;
+            }
+
+            // Passed over for too long: ask the owner to hand the lock over.
+            if (spun || slept)
+                && clock::cycles().wrapping_sub(started) > handoff_after
+                && self.handoff.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                match self.wait_for_handoff(tid, deadline) {
+                    Some(true) => return self.acquired_after_wait(true, wait_start),
+                    Some(false) => {
+                        self.recorder.timed_out(record::waited::<R>(wait_start));
+                        return false;
+                    }
+                    None => continue, // the lock was free: compete for it normally
+                }
+            }
+
+            // Sleep: announce ourselves with WAITERS, then wait for a wake.
+            if word & WAITERS == 0
+                && self
+                    .word
+                    .compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            if futex_wait(&self.word, word | WAITERS, deadline) == WaitOutcome::TimedOut {
+                self.recorder.timed_out(record::waited::<R>(wait_start));
+                return false;
+            }
+            slept = true;
+            may_spin = config::spinning_enabled();
+        }
+    }
+
+    fn acquired_after_wait(&self, slept: bool, wait_start: u64) -> bool {
+        let kind = if slept { AcquireKind::Sleep } else { AcquireKind::Spin };
+        self.recorder.acquired(kind, record::waited::<R>(wait_start));
+        true
+    }
+
+    /// Busy-waits while `owner` holds the lock and runs; takes the lock if
+    /// it is released. `new_word` is what to store on success.
+    fn spin_on_owner(&self, owner: u32, new_word: u32, deadline: Option<Instant>) -> SpinEnd {
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
+        let mut watch = OwnerWatch::new(owner);
+        loop {
+            let word = self.word.load(Ordering::Relaxed);
+            let current = word & OWNER_MASK;
+            if current == 0 {
+                // Released: take it. Failing means another thread got it
+                // first: the owner changed, stop (seed 000).
+                let taken = self
+                    .word
+                    .compare_exchange(word, new_word | (word & WAITERS), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok();
+                if taken {
+                    self.spin_succeeded(budget.elapsed());
+                    return SpinEnd::Acquired;
+                }
+                return SpinEnd::OwnerChanged;
+            }
+            // A new owner means heavy contention; queue instead (seed 000).
+            if current != owner {
+                return SpinEnd::OwnerChanged;
+            }
+            // The run-time switch (seed 002's NO_MUTEX_SPIN).
+            if !config::spinning_enabled() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return SpinEnd::Stopped;
+            }
+            // The owner is off CPU: it cannot release the lock until it is
+            // scheduled again, so spinning only delays it (seed 002).
+            if watch.state().0 == OwnerState::NotRunning {
+                return SpinEnd::OwnerNotRunning;
+            }
+            if budget.exhausted() {
+                self.spin_budget_spent();
+                return SpinEnd::BudgetSpent;
+            }
+            spin_hint();
+        }
+    }
+
+    fn spin_budget(&self) -> u32 {
+        match self.spin_budget_ns.load(Ordering::Relaxed) {
+            0 => INITIAL_SPIN_NS,
+            ns => ns,
+        }
+    }
+
+    /// A spin that succeeded after `elapsed` cycles: make sure the budget
+    /// covers twice that, so the next similar wait also succeeds.
+    fn spin_succeeded(&self, elapsed: u64) {
+        let needed = (clock::cycles_to_ns(elapsed).saturating_mul(2)).min(MAX_SPIN_NS as u64) as u32;
+        let budget = self.spin_budget();
+        if needed > budget {
+            self.spin_budget_ns.store(needed, Ordering::Relaxed);
+        }
+    }
+
+    /// A spin that ran out: this lock is held longer than spinning pays
+    /// for, so halve the budget (down to the floor).
+    fn spin_budget_spent(&self) {
+        let halved = (self.spin_budget() / 2).max(MIN_SPIN_NS);
+        self.spin_budget_ns.store(halved, Ordering::Relaxed);
+    }
+
+    /// Waits for the lock to be handed over. The caller has installed its
+    /// tid in `handoff`. Returns `Some(true)` once the lock is ours,
+    /// `Some(false)` on timeout, `None` if the request was withdrawn because
+    /// the lock was free.
+    fn wait_for_handoff(&self, tid: u32, deadline: Option<Instant>) -> Option<bool> {
+        // Flag the held word so the owner's unlock takes the slow path.
+        loop {
+            let word = self.word.load(Ordering::Relaxed);
+            if word & OWNER_MASK == 0 {
+                // Nobody to hand it over: withdraw and compete normally.
+                if self.handoff.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                    return None;
+                }
+                break; // already claimed (cannot happen without HANDOFF, kept safe)
+            }
+            if self
+                .word
+                .compare_exchange(word, word | HANDOFF | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+        }
+        // Wait for the grant: spin while the owner runs, so we are on a CPU
+        // when the lock arrives; then sleep on the handoff slot.
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
+        let mut watch = OwnerWatch::new(self.word.load(Ordering::Relaxed) & OWNER_MASK);
+        let mut spinning = config::spinning_enabled();
+        loop {
+            let slot = self.handoff.load(Ordering::Acquire);
+            if slot == tid | GRANTED {
+                // The lock is ours; free the slot for the next requester.
+                self.handoff.store(0, Ordering::Release);
+                return Some(true);
+            }
+            if slot == tid && deadline.is_some_and(|d| Instant::now() >= d) {
+                if self.withdraw_handoff(tid) {
+                    return Some(false);
+                }
+                continue; // claimed meanwhile: the grant is on its way
+            }
+            if spinning && (budget.exhausted() || watch.state().0 == OwnerState::NotRunning) {
+                spinning = false;
+            }
+            if spinning {
+                spin_hint();
+            } else {
+                let d = if slot == tid { deadline } else { None };
+                futex_wait(&self.handoff, slot, d);
+            }
+        }
+    }
+
+    /// Takes a handoff request back. HANDOFF is cleared before the slot is
+    /// freed, keeping the invariant (HANDOFF implies a request in the slot).
+    /// Returns false if the unlocker claimed the request first.
+    fn withdraw_handoff(&self, tid: u32) -> bool {
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word & HANDOFF != 0 {
+            match self.word.compare_exchange(word, word & !HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        self.handoff.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    #[cold]
+    fn unlock_contended(&self) {
+        loop {
+            let word = self.word.load(Ordering::Relaxed);
+            if word & HANDOFF != 0 {
+                let request = self.handoff.load(Ordering::Relaxed);
+                if request & (CLAIMED | GRANTED) == 0
+                    && request != 0
+                    && self
+                        .handoff
+                        .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.hand_over(request);
+                    return;
+                }
+                // The requester is withdrawing; HANDOFF is about to clear.
+                spin_hint();
+                continue;
+            }
+            let previous = self.word.swap(0, Ordering::Release);
+            if previous & WAITERS != 0 {
+                futex_wake(&self.word, 1);
+            }
+            return;
+        }
+    }
+
+    /// Makes `requester` the owner without ever releasing the lock, so no
+    /// barging thread can take it in between.
+    fn hand_over(&self, requester: u32) {
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            // Keep WAITERS: others may sleep; clear HANDOFF: served.
+            match self.word.compare_exchange(word, requester | WAITERS, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        self.handoff.store(requester | GRANTED, Ordering::Release);
+        futex_wake(&self.handoff, 1);
+    }
+}
+
+#[cfg(not(loom))]
+impl<R: Recorder> Default for RawAdaptive<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: the lock word guarantees mutual exclusion: a thread returns from
+// lock/try_lock only after installing its tid with an acquire CAS on an
+// unlocked word (or after being handed the word by its holder), and unlock
+// releases with release ordering.
+unsafe impl<R: Recorder> lock_api::RawMutex for RawAdaptive<R> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    // The lock word stores the owner's tid: it must be released by the
+    // thread that took it.
+    type GuardMarker = lock_api::GuardNoSend;
+
+    fn lock(&self) {
+        RawAdaptive::lock(self)
+    }
+    fn try_lock(&self) -> bool {
+        RawAdaptive::try_lock(self)
+    }
+    unsafe fn unlock(&self) {
+        RawAdaptive::unlock(self)
+    }
+    fn is_locked(&self) -> bool {
+        RawAdaptive::is_locked(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for RawMutex; a timed-out attempt leaves no trace in the word
+// beyond a possibly set WAITERS bit (which only costs one spare wake).
+unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawAdaptive<R> {
+    type Duration = std::time::Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+        self.lock_until(Instant::now() + timeout)
+    }
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.lock_until(deadline)
+    }
+}
+
+/// A mutex protecting a `T` with the `adaptive` algorithm.
+#[cfg(not(loom))]
+pub type AdaptiveMutex<T> = lock_api::Mutex<RawAdaptive, T>;

@@ -1,0 +1,117 @@
+//! A condition variable that works with every algorithm of this crate (and
+//! any other `lock_api::RawMutex`).
+//!
+//! State (8 bytes): `sequence`, bumped by every notify and used as the futex
+//! word; `waiters`, the number of threads between "about to wait" and
+//! "done waiting", so that notify skips the system call when nobody waits.
+//!
+//! No lost wake-up: a waiter reads `sequence` *before* releasing the mutex,
+//! so any notify that follows the release changes the value and the futex
+//! wait returns at once. `waiters` is published before `sequence` is read
+//! and notify bumps `sequence` before reading `waiters` (both SeqCst): one
+//! of the two always sees the other. Spurious wake-ups are possible, as
+//! POSIX allows; `notify_all` wakes every waiter (they then queue on the
+//! mutex by its own algorithm).
+
+use crate::sync::{futex_wait, futex_wake, AtomicU32, Ordering, WaitOutcome};
+use std::time::Instant;
+
+/// A condition variable for any raw mutex.
+#[repr(C)]
+pub struct Condvar {
+    sequence: AtomicU32,
+    waiters: AtomicU32,
+}
+
+/// Whether a timed wait ended by notification or by its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitResult {
+    /// Notified, or woken spuriously.
+    Notified,
+    /// The deadline passed.
+    TimedOut,
+}
+
+impl Condvar {
+    #[cfg(not(loom))]
+    /// A condition variable nobody waits on.
+    pub const fn new() -> Self {
+        Condvar { sequence: AtomicU32::new(0), waiters: AtomicU32::new(0) }
+    }
+    #[cfg(loom)]
+    /// A condition variable nobody waits on.
+    pub fn new() -> Self {
+        Condvar { sequence: AtomicU32::new(0), waiters: AtomicU32::new(0) }
+    }
+
+    /// Releases `mutex`, waits for a notification (or `deadline`), and
+    /// re-acquires `mutex` before returning, whatever the outcome.
+    ///
+    /// # Safety
+    /// The calling thread must hold `mutex`.
+    pub unsafe fn wait_raw<M: lock_api::RawMutex>(&self, mutex: &M, deadline: Option<Instant>) -> WaitResult {
+        // SAFETY: the caller holds the mutex.
+        self.wait_with(|| unsafe { mutex.unlock() }, || mutex.lock(), deadline)
+    }
+
+    /// The wait protocol, for a lock given as its release and re-acquire
+    /// operations: `release` runs after the waiter is registered, `reacquire`
+    /// after the wait ends.
+    pub fn wait_with(&self, release: impl FnOnce(), reacquire: impl FnOnce(), deadline: Option<Instant>) -> WaitResult {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let seen = self.sequence.load(Ordering::SeqCst);
+        release();
+        let outcome = futex_wait(&self.sequence, seen, deadline);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        reacquire();
+        match outcome {
+            WaitOutcome::TimedOut => WaitResult::TimedOut,
+            WaitOutcome::Woken => WaitResult::Notified,
+        }
+    }
+
+    /// Waits on a `lock_api` guard: releases its mutex while waiting.
+    pub fn wait<M: lock_api::RawMutex, T: ?Sized>(&self, guard: &mut lock_api::MutexGuard<'_, M, T>) {
+        // SAFETY: the guard proves the mutex is held by this thread, and the
+        // mutex is held again when wait_raw returns, so the guard stays valid.
+        unsafe { self.wait_raw(lock_api::MutexGuard::mutex(guard).raw(), None) };
+    }
+
+    /// Like [`Condvar::wait`], giving up at `deadline`.
+    pub fn wait_until<M: lock_api::RawMutex, T: ?Sized>(
+        &self,
+        guard: &mut lock_api::MutexGuard<'_, M, T>,
+        deadline: Instant,
+    ) -> WaitResult {
+        // SAFETY: as in `wait`.
+        unsafe { self.wait_raw(lock_api::MutexGuard::mutex(guard).raw(), Some(deadline)) }
+    }
+
+    /// Wakes one waiter, if any.
+    pub fn notify_one(&self) {
+        self.sequence.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            futex_wake(&self.sequence, 1);
+        }
+    }
+
+    /// Wakes every waiter.
+    pub fn notify_all(&self) {
+        self.sequence.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            futex_wake(&self.sequence, u32::MAX);
+        }
+    }
+
+    /// Whether some thread is (about to be) waiting.
+    pub fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) != 0
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for Condvar {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,147 @@
+//! `futex`: the classic three-state futex mutex (futextest's "futex_wait"
+//! baseline in seed 001; Drepper's "mutex3" in "Futexes Are Tricky").
+//!
+//! Lock word: 0 unlocked, 1 locked, 2 locked and somebody may sleep.
+//! No spinning: a contended waiter swaps in 2 and sleeps. Unlock wakes one
+//! sleeper only if the word was 2.
+//!
+//! Pick it as the baseline that every other lock must beat, or where the
+//! smallest, simplest correct blocking lock is wanted.
+
+use crate::record::{self, AcquireKind, NoStats, Recorder};
+use crate::sync::{futex_wait, futex_wake, AtomicU32, Ordering, WaitOutcome};
+use std::time::Instant;
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+const CONTENDED: u32 = 2;
+
+/// The raw `futex` mutex.
+#[repr(C)]
+pub struct RawFutex<R: Recorder = NoStats> {
+    word: AtomicU32,
+    recorder: R,
+}
+
+impl<R: Recorder> RawFutex<R> {
+    #[cfg(not(loom))]
+    /// An unlocked mutex.
+    pub const fn new() -> Self {
+        RawFutex { word: AtomicU32::new(UNLOCKED), recorder: R::INIT }
+    }
+    #[cfg(loom)]
+    /// An unlocked mutex.
+    pub fn new() -> Self {
+        RawFutex { word: AtomicU32::new(UNLOCKED), recorder: R::INIT }
+    }
+
+    /// The statistics recorder.
+    pub fn recorder(&self) -> &R {
+        &self.recorder
+    }
+
+    /// Acquires the lock.
+    #[inline]
+    pub fn lock(&self) {
+        if self.word.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return;
+        }
+        self.lock_contended(None);
+    }
+
+    /// Acquires the lock if free.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let ok = self.word.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if ok {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+        } else {
+            self.recorder.rejected();
+        }
+        ok
+    }
+
+    /// Acquires the lock unless `deadline` passes first.
+    pub fn lock_until(&self, deadline: Instant) -> bool {
+        if self.word.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return true;
+        }
+        self.lock_contended(Some(deadline))
+    }
+
+    #[cold]
+    fn lock_contended(&self, deadline: Option<Instant>) -> bool {
+        let start = record::wait_start::<R>();
+        // Mark the lock contended; if it was free meanwhile, we hold it
+        // (with a possibly spare wake at unlock: the price of the 0/1/2
+        // policy).
+        while self.word.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
+            if futex_wait(&self.word, CONTENDED, deadline) == WaitOutcome::TimedOut {
+                self.recorder.timed_out(record::waited::<R>(start));
+                return false;
+            }
+        }
+        self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start));
+        true
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The lock must be held (by any thread: the word has no owner).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.recorder.releasing();
+        if self.word.swap(UNLOCKED, Ordering::Release) == CONTENDED {
+            futex_wake(&self.word, 1);
+        }
+    }
+
+    /// Whether the lock is held.
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) != UNLOCKED
+    }
+}
+
+#[cfg(not(loom))]
+impl<R: Recorder> Default for RawFutex<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: acquisition is an acquire transition out of UNLOCKED; release is a
+// release store of UNLOCKED.
+unsafe impl<R: Recorder> lock_api::RawMutex for RawFutex<R> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type GuardMarker = lock_api::GuardSend;
+    fn lock(&self) {
+        RawFutex::lock(self)
+    }
+    fn try_lock(&self) -> bool {
+        RawFutex::try_lock(self)
+    }
+    unsafe fn unlock(&self) {
+        RawFutex::unlock(self)
+    }
+    fn is_locked(&self) -> bool {
+        RawFutex::is_locked(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for RawMutex.
+unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawFutex<R> {
+    type Duration = std::time::Duration;
+    type Instant = Instant;
+    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+        self.lock_until(Instant::now() + timeout)
+    }
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.lock_until(deadline)
+    }
+}

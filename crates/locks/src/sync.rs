@@ -1,0 +1,94 @@
+//! The concurrency facade every algorithm compiles against.
+//!
+//! Normally this is `std` plus the real futex system call; under `cfg(loom)`
+//! it is `loom`'s model atomics plus a modelled futex, so the model tests in
+//! `tests/loom.rs` explore every interleaving of the very same algorithm code
+//! (the way tokio and crossbeam structure their loom tests).
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// A hint that this thread is busy-waiting. Under loom it yields to the
+/// model scheduler, which is what lets a spin loop terminate there.
+#[inline(always)]
+pub(crate) fn spin_hint() {
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+/// How many iterations a busy-wait may run before it must re-check its time
+/// budget; under loom, every iteration is a model branch, so loops are cut
+/// short to keep the state space small.
+#[cfg(not(loom))]
+pub(crate) const MODEL_SPIN_LIMIT: Option<u32> = None;
+#[cfg(loom)]
+pub(crate) const MODEL_SPIN_LIMIT: Option<u32> = Some(2);
+
+pub(crate) use crate::futex::{wait as futex_wait, wake as futex_wake, WaitOutcome};
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's kernel id, 0 until first asked for.
+    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The caller's kernel thread id, the value TID-based lock words store.
+#[cfg(not(loom))]
+#[inline]
+pub fn current_tid() -> u32 {
+    let cached = TID.with(|t| t.get());
+    if cached != 0 {
+        return cached;
+    }
+    fetch_tid()
+}
+
+#[cfg(not(loom))]
+#[cold]
+fn fetch_tid() -> u32 {
+    forget_tid_after_fork();
+    // SAFETY: gettid has no preconditions and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    TID.with(|t| t.set(tid));
+    tid
+}
+
+/// After `fork` the child's only thread has a new kernel id but inherits the
+/// parent's thread-local cache; a stale id in a lock word would make two
+/// threads look like one owner once the parent's id is recycled.
+#[cfg(not(loom))]
+fn forget_tid_after_fork() {
+    use std::sync::Once;
+    static REGISTER: Once = Once::new();
+    extern "C" fn in_child() {
+        // Runs in the thread that called fork: the child's only thread.
+        let _ = TID.try_with(|t| t.set(0));
+    }
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function that only touches a
+        // thread-local cell of the calling thread.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+}
+
+/// Under loom every model thread runs on one OS thread, so ids come from a
+/// per-model-thread counter instead of `gettid`.
+#[cfg(loom)]
+pub fn current_tid() -> u32 {
+    use std::sync::atomic::{AtomicU32 as StdAtomicU32, Ordering as StdOrdering};
+    static NEXT: StdAtomicU32 = StdAtomicU32::new(1);
+    loom::thread_local! {
+        static TID: std::cell::Cell<u32> = std::cell::Cell::new(0);
+    }
+    TID.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT.fetch_add(1, StdOrdering::Relaxed) % (1 << 29) + 1);
+        }
+        t.get()
+    })
+}
