@@ -351,9 +351,11 @@ impl<R: Recorder> RawAdaptive<R> {
                 }
                 break; // already claimed (cannot happen without HANDOFF, kept safe)
             }
+            // Release: an unlocker that sees HANDOFF must also see our tid
+            // in the slot.
             if self
                 .word
-                .compare_exchange(word, word | HANDOFF | WAITERS, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(word, word | HANDOFF | WAITERS, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
             {
                 break;
@@ -406,7 +408,7 @@ impl<R: Recorder> RawAdaptive<R> {
     #[cold]
     fn unlock_contended(&self) {
         loop {
-            let word = self.word.load(Ordering::Relaxed);
+            let word = self.word.load(Ordering::Acquire);
             if word & HANDOFF != 0 {
                 let request = self.handoff.load(Ordering::Relaxed);
                 if request & (CLAIMED | GRANTED) == 0
@@ -423,8 +425,13 @@ impl<R: Recorder> RawAdaptive<R> {
                 spin_hint();
                 continue;
             }
-            let previous = self.word.swap(0, Ordering::Release);
-            if previous & WAITERS != 0 {
+            // Release with a CAS against the word we inspected, not a swap:
+            // a requester may set HANDOFF meanwhile, and its request must
+            // not be wiped out by the release.
+            if self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            if word & WAITERS != 0 {
                 futex_wake(&self.word, 1);
             }
             return;

@@ -17,13 +17,21 @@ pub fn cycles() -> u64 {
         // SAFETY: rdtsc is available on every x86-64 CPU and has no side effects.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    #[cfg(all(not(target_arch = "x86_64"), not(loom)))]
     {
         monotonic_ns()
     }
+    // Under loom time must be deterministic: a counter that every reading
+    // advances, so "time has passed" is always true and no budget measured
+    // in real time is ever reached within a model execution.
+    #[cfg(loom)]
+    {
+        static TICKS: AtomicU64 = AtomicU64::new(1);
+        TICKS.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
-#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+#[cfg(all(not(target_arch = "x86_64"), not(loom)))]
 fn monotonic_ns() -> u64 {
     use std::sync::OnceLock;
     static START: OnceLock<Instant> = OnceLock::new();

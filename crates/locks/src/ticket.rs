@@ -18,8 +18,11 @@
 //! the next waiter parks only if its own bounded spin runs out. Unlock wakes
 //! exactly the slot of the new `now_serving`, never a herd.
 //!
-//! Lock state (16 bytes): `next_ticket`, `now_serving`, `parked` (waiters
-//! asleep in the array, so unlock skips the array when 0), `delay_factor`.
+//! Lock state (12 bytes): `next_ticket`; `serving`, whose high 16 bits are
+//! the ticket now served and whose low 16 bits count the waiters parked (or
+//! about to park), so one atomic add both passes the lock on and tells the
+//! unlocker whether anybody may sleep (no store-load race between two
+//! words); `delay_factor`. Tickets are 16 bits: at most 65535 waiters.
 //!
 //! Pick it when strict FIFO order matters more than throughput. Timed lock
 //! is not offered: a ticket once taken cannot be given back.
@@ -36,13 +39,20 @@ const MAX_DELAY_BARE_METAL: u32 = 1_000;
 /// Seed 003's v4: keep the delay small in a virtual machine.
 const MAX_DELAY_IN_GUEST: u32 = 64;
 
+/// Tickets are compared in 16 bits.
+const TICKET_MASK: u32 = 0xFFFF;
+/// One served ticket, in the `serving` word.
+const SERVED_ONE: u32 = 1 << 16;
+/// One parked waiter, in the `serving` word.
+const PARKED_ONE: u32 = 1;
+
 /// The raw `ticket` lock.
 #[repr(C)]
 pub struct RawTicket<R: Recorder = NoStats> {
     next_ticket: AtomicU32,
-    now_serving: AtomicU32,
-    parked: AtomicU32,
-    /// 0 reads as 1.
+    /// Ticket served (high 16 bits) | parked waiters (low 16 bits).
+    serving: AtomicU32,
+    /// Pause instructions per waiter ahead; 0 reads as 1.
     delay_factor: AtomicU32,
     recorder: R,
 }
@@ -53,8 +63,7 @@ impl<R: Recorder> RawTicket<R> {
     pub const fn new() -> Self {
         RawTicket {
             next_ticket: AtomicU32::new(0),
-            now_serving: AtomicU32::new(0),
-            parked: AtomicU32::new(0),
+            serving: AtomicU32::new(0),
             delay_factor: AtomicU32::new(0),
             recorder: R::INIT,
         }
@@ -64,8 +73,7 @@ impl<R: Recorder> RawTicket<R> {
     pub fn new() -> Self {
         RawTicket {
             next_ticket: AtomicU32::new(0),
-            now_serving: AtomicU32::new(0),
-            parked: AtomicU32::new(0),
+            serving: AtomicU32::new(0),
             delay_factor: AtomicU32::new(0),
             recorder: R::INIT,
         }
@@ -76,11 +84,15 @@ impl<R: Recorder> RawTicket<R> {
         &self.recorder
     }
 
+    fn now_serving(&self) -> u32 {
+        self.serving.load(Ordering::Acquire) >> 16
+    }
+
     /// Takes a ticket and waits for its turn.
     #[inline]
     pub fn lock(&self) {
-        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        if self.now_serving.load(Ordering::Acquire) == ticket {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) & TICKET_MASK;
+        if self.now_serving() == ticket {
             self.recorder.acquired(AcquireKind::NoWait, 0);
             return;
         }
@@ -90,13 +102,15 @@ impl<R: Recorder> RawTicket<R> {
     /// Acquires the lock if nobody holds or waits for it.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let serving = self.now_serving.load(Ordering::Acquire);
-        // Taking ticket `serving` is only possible when no ticket is out:
-        // then it is immediately our turn.
-        let ok = self
-            .next_ticket
-            .compare_exchange(serving, serving.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed)
-            .is_ok();
+        let serving = self.now_serving();
+        let next = self.next_ticket.load(Ordering::Relaxed);
+        // Taking a ticket is only possible when no ticket is out: then it
+        // is immediately our turn.
+        let ok = next & TICKET_MASK == serving
+            && self
+                .next_ticket
+                .compare_exchange(next, next.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
         if ok {
             self.recorder.acquired(AcquireKind::NoWait, 0);
         } else {
@@ -114,16 +128,16 @@ impl<R: Recorder> RawTicket<R> {
         let mut budget = SpinBudget::new(park_after);
         let mut slept = false;
         loop {
-            let serving = self.now_serving.load(Ordering::Acquire);
+            let serving = self.now_serving();
             if serving == ticket {
                 break;
             }
-            let ahead = ticket.wrapping_sub(serving);
+            let ahead = ticket.wrapping_sub(serving) & TICKET_MASK;
             // Bounded wait: park instead of burning a CPU the holder (or
             // the next in line) may need. A far waiter sleeps until it is
             // next; the next waiter sleeps until its turn.
             if !config::spinning_enabled() || budget.exhausted() {
-                let wake_at = if ahead > 1 { ticket.wrapping_sub(1) } else { ticket };
+                let wake_at = if ahead > 1 { ticket.wrapping_sub(1) & TICKET_MASK } else { ticket };
                 self.park_until(wake_at);
                 slept = true;
                 budget = SpinBudget::new(park_after);
@@ -134,7 +148,7 @@ impl<R: Recorder> RawTicket<R> {
             for _ in 0..delay {
                 spin_hint();
             }
-            let after = self.now_serving.load(Ordering::Acquire);
+            let after = self.now_serving();
             if after == ticket {
                 // Maybe we overslept our turn: shrink a little.
                 factor = (factor - factor / 32).max(1);
@@ -149,24 +163,25 @@ impl<R: Recorder> RawTicket<R> {
         self.recorder.acquired(kind, record::waited::<R>(start));
     }
 
-    /// Sleeps until `now_serving` has reached `target`.
+    /// Sleeps until the ticket served has reached `target`.
     fn park_until(&self, target: u32) {
         let slot = slot_for(self as *const _ as usize, target);
-        // Announce first, then check (the unlocker bumps `now_serving`, then
-        // checks the counts: one of the two sees the other).
-        self.parked.fetch_add(1, Ordering::SeqCst);
-        slot.sleepers.fetch_add(1, Ordering::SeqCst);
+        // Count ourselves on the slot, then register in `serving` with a
+        // release RMW: an unlocker whose RMW comes later in the word's order
+        // sees the registration, and through it the slot count.
+        slot.sleepers.fetch_add(1, Ordering::Relaxed);
+        self.serving.fetch_add(PARKED_ONE, Ordering::AcqRel);
         loop {
-            let seq = slot.seq.load(Ordering::SeqCst);
-            let serving = self.now_serving.load(Ordering::SeqCst);
-            // Signed distance: has `serving` reached `target`?
-            if (target.wrapping_sub(serving) as i32) <= 0 {
+            let seq = slot.seq.load(Ordering::Acquire);
+            // Signed 16-bit distance: has the ticket served reached `target`?
+            let behind = target.wrapping_sub(self.now_serving()) & TICKET_MASK;
+            if behind == 0 || behind > TICKET_MASK / 2 {
                 break;
             }
             futex_wait(&slot.seq, seq, None);
         }
+        self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
-        self.parked.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Passes the lock to the next ticket.
@@ -176,19 +191,17 @@ impl<R: Recorder> RawTicket<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        // Only the holder writes `now_serving`; the RMW is also the full
-        // barrier the parking handshake needs.
-        let serving = self.now_serving.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        if self.parked.load(Ordering::SeqCst) != 0 {
-            self.wake_slot(serving);
+        let before = self.serving.fetch_add(SERVED_ONE, Ordering::AcqRel);
+        if before & TICKET_MASK != 0 {
+            self.wake_slot(((before >> 16) + 1) & TICKET_MASK);
         }
     }
 
     #[cold]
     fn wake_slot(&self, serving: u32) {
         let slot = slot_for(self as *const _ as usize, serving);
-        if slot.sleepers.load(Ordering::SeqCst) != 0 {
-            slot.seq.fetch_add(1, Ordering::SeqCst);
+        if slot.sleepers.load(Ordering::Relaxed) != 0 {
+            slot.seq.fetch_add(1, Ordering::Release);
             // Everyone on the slot: a collision with another lock or ticket
             // must not swallow the wake of the waiter we mean.
             futex_wake(&slot.seq, u32::MAX);
@@ -197,7 +210,7 @@ impl<R: Recorder> RawTicket<R> {
 
     /// Whether the lock is held (or waited for).
     pub fn is_locked(&self) -> bool {
-        self.next_ticket.load(Ordering::Relaxed) != self.now_serving.load(Ordering::Relaxed)
+        self.next_ticket.load(Ordering::Relaxed) & TICKET_MASK != self.now_serving()
     }
 }
 
@@ -237,6 +250,11 @@ fn waiting_array() -> &'static [Slot; SLOTS] {
 }
 
 fn slot_for(lock: usize, ticket: u32) -> &'static Slot {
+    // A model must be deterministic, and addresses differ between loom's
+    // executions: there, slots are keyed by ticket alone (which still lets
+    // different tickets collide, as SLOTS is small).
+    #[cfg(loom)]
+    let lock = lock & 0;
     // Fibonacci hashing of (lock address, ticket).
     let key = (lock as u64 >> 4) ^ (ticket as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let index = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
@@ -266,8 +284,8 @@ impl<R: Recorder> Default for RawTicket<R> {
 }
 
 #[cfg(not(loom))]
-// SAFETY: exactly one ticket equals `now_serving` at a time; its holder
-// observed it with acquire ordering and passes it on with a SeqCst RMW.
+// SAFETY: exactly one ticket equals the one served at a time; its holder
+// observed it with acquire ordering and passes it on with a release RMW.
 unsafe impl<R: Recorder> lock_api::RawMutex for RawTicket<R> {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();

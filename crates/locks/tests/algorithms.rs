@@ -1,0 +1,224 @@
+//! Behaviour of every algorithm on the real machine (2 cores here, so 8 and
+//! 64 threads are oversubscribed): mutual exclusion, trylock, timeouts,
+//! condvar wake-ups, and adaptive's starvation bound.
+
+use lock_api::{RawMutex, RawMutexTimed};
+use lockmeter_locks::*;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// A counter the lock must protect: incremented non-atomically, so two
+/// holders at once lose increments.
+struct Shadow<L> {
+    lock: L,
+    count: UnsafeCell<u64>,
+}
+unsafe impl<L: Sync> Sync for Shadow<L> {}
+
+fn exclusion<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u64) {
+    let shared = Arc::new(Shadow { lock: L::INIT, count: UnsafeCell::new(0) });
+    let start = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let shared = shared.clone();
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                for _ in 0..per_thread {
+                    shared.lock.lock();
+                    // SAFETY (test): the lock under test is held.
+                    unsafe {
+                        let v = std::ptr::read_volatile(shared.count.get());
+                        std::hint::spin_loop();
+                        std::ptr::write_volatile(shared.count.get(), v + 1);
+                        shared.lock.unlock();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(unsafe { *shared.count.get() }, threads as u64 * per_thread);
+    assert!(!shared.lock.is_locked());
+}
+
+fn trylock<L: RawMutex + Send + Sync + 'static>() {
+    let lock = Arc::new(L::INIT);
+    assert!(lock.try_lock(), "free lock must be taken by trylock");
+    // Another thread must be refused while we hold it.
+    let other = lock.clone();
+    let refused = std::thread::spawn(move || !other.try_lock()).join().unwrap();
+    assert!(refused, "held lock must refuse trylock");
+    unsafe { lock.unlock() };
+    let other = lock.clone();
+    let taken = std::thread::spawn(move || {
+        let ok = other.try_lock();
+        if ok {
+            unsafe { other.unlock() };
+        }
+        ok
+    })
+    .join()
+    .unwrap();
+    assert!(taken, "released lock must be taken by trylock");
+}
+
+fn timed_out<L: RawMutexTimed<Duration = Duration> + Sync + Send + 'static>() {
+    let lock = Arc::new(L::INIT);
+    lock.lock();
+    let other = lock.clone();
+    let (ok, waited) = std::thread::spawn(move || {
+        let t = Instant::now();
+        let ok = other.try_lock_for(Duration::from_millis(50));
+        (ok, t.elapsed())
+    })
+    .join()
+    .unwrap();
+    assert!(!ok, "held lock must time out");
+    assert!(waited >= Duration::from_millis(50), "gave up early: {waited:?}");
+    assert!(waited < Duration::from_secs(2), "gave up late: {waited:?}");
+    unsafe { lock.unlock() };
+    // And a free lock is taken before the deadline.
+    assert!(lock.try_lock_for(Duration::from_millis(50)));
+    unsafe { lock.unlock() };
+}
+
+/// Two threads pass the turn back and forth through one condvar; a lost
+/// wake-up hangs the exchange (caught by the watchdog).
+fn condvar_ping_pong<L: RawMutex + Send + Sync + 'static>() {
+    const ROUNDS: u64 = 2_000;
+    let mutex = Arc::new(lock_api::Mutex::<L, u64>::new(0));
+    let cv = Arc::new(Condvar::new());
+    let done = Arc::new(AtomicBool::new(false));
+    let players: Vec<_> = (0..2u64)
+        .map(|me| {
+            let (mutex, cv) = (mutex.clone(), cv.clone());
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let mut turn = mutex.lock();
+                    while *turn % 2 != me {
+                        cv.wait(&mut turn);
+                    }
+                    *turn += 1;
+                    cv.notify_all();
+                }
+            })
+        })
+        .collect();
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                assert!(t.elapsed() < Duration::from_secs(30), "condvar ping-pong hung: lost wake-up");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    for p in players {
+        p.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    watchdog.join().unwrap();
+    assert_eq!(*mutex.lock(), 2 * ROUNDS);
+}
+
+fn condvar_timeout<L: RawMutex + Send + Sync + 'static>() {
+    let mutex = lock_api::Mutex::<L, ()>::new(());
+    let cv = Condvar::new();
+    let mut guard = mutex.lock();
+    let t = Instant::now();
+    let r = cv.wait_until(&mut guard, t + Duration::from_millis(30));
+    assert_eq!(r, WaitResult::TimedOut);
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    assert!(mutex.is_locked(), "the mutex is held again after the wait");
+}
+
+macro_rules! algorithm_tests {
+    ($module:ident, $raw:ty, timed = $timed:tt) => {
+        mod $module {
+            use super::*;
+            #[test]
+            fn exclusion_2_threads() {
+                exclusion::<$raw>(2, 20_000);
+            }
+            #[test]
+            fn exclusion_8_threads() {
+                exclusion::<$raw>(8, 4_000);
+            }
+            #[test]
+            fn exclusion_64_threads() {
+                exclusion::<$raw>(64, 300);
+            }
+            #[test]
+            fn trylock_refuses_held_lock() {
+                trylock::<$raw>();
+            }
+            #[test]
+            fn condvar_no_lost_wakeup() {
+                condvar_ping_pong::<$raw>();
+            }
+            #[test]
+            fn condvar_wait_times_out() {
+                condvar_timeout::<$raw>();
+            }
+            algorithm_tests!(@timed $raw, $timed);
+        }
+    };
+    (@timed $raw:ty, true) => {
+        #[test]
+        fn timed_lock_times_out() {
+            timed_out::<$raw>();
+        }
+    };
+    (@timed $raw:ty, false) => {};
+}
+
+algorithm_tests!(adaptive, RawAdaptive, timed = true);
+algorithm_tests!(futex, RawFutex, timed = true);
+algorithm_tests!(futex_tid, RawFutexTid, timed = true);
+algorithm_tests!(pi, RawPi, timed = true);
+algorithm_tests!(ticket, RawTicket, timed = false);
+algorithm_tests!(mcs, RawMcs, timed = false);
+algorithm_tests!(spin, RawSpin, timed = true);
+algorithm_tests!(any_default_adaptive, AnyMutex, timed = false);
+
+/// Every algorithm through the run-time-chosen `AnyMutex`, including the
+/// polling timed lock of `ticket` and `mcs`.
+#[test]
+fn any_mutex_every_algorithm() {
+    for algorithm in Algorithm::ALL {
+        let shared = Arc::new(Shadow { lock: AnyMutex::new(algorithm), count: UnsafeCell::new(0) });
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..2_000 {
+                        shared.lock.lock();
+                        unsafe {
+                            *shared.count.get() += 1;
+                            shared.lock.unlock();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(unsafe { *shared.count.get() }, 8_000, "{algorithm}");
+        shared.lock.lock();
+        let other = shared.clone();
+        let timed_out = std::thread::spawn(move || !other.lock.lock_until(Instant::now() + Duration::from_millis(20)))
+            .join()
+            .unwrap();
+        assert!(timed_out, "{algorithm}: held lock must time out");
+        unsafe { shared.lock.unlock() };
+        assert!(shared.lock.lock_until(Instant::now() + Duration::from_millis(20)), "{algorithm}");
+        unsafe { shared.lock.unlock() };
+    }
+}

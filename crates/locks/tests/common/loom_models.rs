@@ -1,0 +1,119 @@
+//! The loom models, shared by the test binaries that run them under
+//! different process-wide settings (spinning on, spinning off, handoff
+//! forced). What they prove, for each algorithm that parks:
+//! - mutual exclusion: the critical section touches a `loom::cell::UnsafeCell`,
+//!   which fails the model on any concurrent access;
+//! - no lost wake-up: a thread asleep on a futex that nobody will wake makes
+//!   loom report a deadlock.
+
+use lockmeter_locks::{Condvar, NoStats, RawAdaptive, RawFutex, RawMcs, RawTicket};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+
+/// The lock operations the models use (the raw types' inherent methods).
+pub trait ModelLock: Send + Sync + 'static {
+    fn create() -> Self;
+    fn acquire(&self);
+    fn release(&self);
+    fn held(&self) -> bool;
+}
+
+macro_rules! model_lock {
+    ($($t:ty),*) => {$(
+        impl ModelLock for $t {
+            fn create() -> Self { <$t>::new() }
+            fn acquire(&self) { self.lock() }
+            fn release(&self) { unsafe { self.unlock() } }
+            fn held(&self) -> bool { self.is_locked() }
+        }
+    )*};
+}
+model_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawTicket<NoStats>, RawMcs<NoStats>);
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b
+}
+
+/// `threads` threads (the main one included) each take the lock once and
+/// increment a counter that loom watches for races.
+pub fn exclusion<L: ModelLock>(threads: usize) {
+    builder().check(move || {
+        let shared = Arc::new((L::create(), UnsafeCell::new(0usize)));
+        let others: Vec<_> = (1..threads)
+            .map(|_| {
+                let shared = shared.clone();
+                loom::thread::spawn(move || {
+                    shared.0.acquire();
+                    shared.1.with_mut(|v| unsafe { *v += 1 });
+                    shared.0.release();
+                })
+            })
+            .collect();
+        shared.0.acquire();
+        shared.1.with_mut(|v| unsafe { *v += 1 });
+        shared.0.release();
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(shared.1.with(|v| unsafe { *v }), threads);
+        assert!(!shared.0.held());
+    });
+}
+
+/// A waiter waits for a flag under the mutex; the notifier sets it and
+/// notifies. A lost wake-up leaves the waiter asleep forever (a deadlock).
+pub fn condvar<L: ModelLock>() {
+    builder().check(|| {
+        let shared = Arc::new((L::create(), Condvar::new(), UnsafeCell::new(false)));
+        let notifier = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                shared.0.acquire();
+                shared.2.with_mut(|ready| unsafe { *ready = true });
+                shared.1.notify_one();
+                shared.0.release();
+            })
+        };
+        let (lock, cv, ready) = (&shared.0, &shared.1, &shared.2);
+        lock.acquire();
+        while !ready.with(|r| unsafe { *r }) {
+            cv.wait_with(|| lock.release(), || lock.acquire(), None);
+        }
+        lock.release();
+        notifier.join().unwrap();
+    });
+}
+
+/// Declares the whole suite of models in the including test binary;
+/// `$setup` runs at the start of every model test.
+#[macro_export]
+macro_rules! loom_suite {
+    ($setup:expr) => {
+        use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawMcs, RawTicket};
+        use common::loom_models::{condvar, exclusion};
+        loom_suite!(@tests $setup;
+            adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
+            adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
+            futex_three_threads => exclusion::<RawFutex<NoStats>>(3),
+            ticket_two_threads => exclusion::<RawTicket<NoStats>>(2),
+            ticket_three_threads => exclusion::<RawTicket<NoStats>>(3),
+            mcs_two_threads => exclusion::<RawMcs<NoStats>>(2),
+            mcs_three_threads => exclusion::<RawMcs<NoStats>>(3),
+            condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
+            condvar_with_futex => condvar::<RawFutex<NoStats>>(),
+            condvar_with_ticket => condvar::<RawTicket<NoStats>>(),
+            condvar_with_mcs => condvar::<RawMcs<NoStats>>()
+        );
+    };
+    (@tests $setup:expr; $($name:ident => $model:expr),*) => {
+        $(
+            #[test]
+            fn $name() {
+                $setup;
+                $model
+            }
+        )*
+    };
+}
