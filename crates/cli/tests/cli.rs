@@ -1,0 +1,61 @@
+//! The `lockmeter` binary as a user runs it.
+
+use std::process::Command;
+
+fn lockmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+}
+
+#[test]
+fn help_describes_the_product_and_lists_every_algorithm() {
+    let out = lockmeter().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Measure lock contention"), "{text}");
+    for name in ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"] {
+        assert!(text.contains(&format!("  {name} ")), "--help lacks {name}:\n{text}");
+    }
+    assert!(text.contains("demo"));
+}
+
+#[test]
+fn algorithms_lists_names_and_advice() {
+    let out = lockmeter().arg("algorithms").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 7);
+    assert!(text.lines().next().unwrap().starts_with("adaptive"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_non_zero() {
+    let out = lockmeter().args(["demo", "--run", "soon"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("'soon' is not a duration"), "{err}");
+    let out = lockmeter().arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The demo runs end to end and shows every section: pair costs, both
+/// contention scenarios with every lock, our reports and the histogram.
+#[test]
+fn quick_demo_shows_every_section() {
+    let out = lockmeter().args(["demo", "--quick"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for section in [
+        "1. Uncontended lock+unlock pair",
+        "2. Contention: microsecond critical sections",
+        "3. The lockmeter report of our locks, microsecond",
+        "4. Contention: oversubscribed",
+        "5. The lockmeter report of our locks, oversubscribed",
+        "6. Wait histogram",
+    ] {
+        assert!(text.contains(section), "missing '{section}':\n{text}");
+    }
+    for lock in ["adaptive", "ticket", "mcs", "glibc-adaptive", "glibc-pi", "parking_lot", "std", "tas-floor"] {
+        assert!(text.contains(lock), "missing {lock}");
+    }
+    assert!(text.contains("UTIL") && text.contains("NOWAIT") && text.contains("#occurrence"));
+}
