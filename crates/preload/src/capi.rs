@@ -1,0 +1,241 @@
+//! The C ABI: `lm_mutex_*` and `lm_cond_*` over [`AnyMutex`] and [`Condvar`],
+//! with pthread-style return values.
+
+use lockmeter_locks::{config, Algorithm, AnyMutex, Condvar, WaitResult};
+use std::ffi::{c_char, c_int, CStr};
+use std::time::{Duration, Instant};
+
+/// `lm_mutex_t`: 40 bytes, like `pthread_mutex_t`.
+#[repr(C, align(8))]
+pub struct LmMutex {
+    storage: [u8; 40],
+}
+
+/// `lm_cond_t`: 48 bytes, like `pthread_cond_t`.
+#[repr(C, align(8))]
+pub struct LmCond {
+    storage: [u8; 48],
+}
+
+const _: () = assert!(std::mem::size_of::<AnyMutex>() <= std::mem::size_of::<LmMutex>());
+const _: () = assert!(std::mem::align_of::<AnyMutex>() <= std::mem::align_of::<LmMutex>());
+const _: () = assert!(std::mem::size_of::<Condvar>() <= std::mem::size_of::<LmCond>());
+const _: () = assert!(std::mem::align_of::<Condvar>() <= std::mem::align_of::<LmCond>());
+
+/// The mutex inside `m`.
+///
+/// # Safety
+/// `m` points to an `lm_mutex_t` that is all-zero or was initialised by
+/// `lm_mutex_init`, and outlives the returned reference.
+unsafe fn mutex<'a>(m: *const LmMutex) -> &'a AnyMutex {
+    // SAFETY: the storage is large and aligned enough (checked above) and
+    // holds a valid AnyMutex: all-zero is an unlocked adaptive mutex.
+    unsafe { &*(m as *const AnyMutex) }
+}
+
+/// The condition variable inside `c` (same contract as [`mutex`]).
+unsafe fn cond<'a>(c: *const LmCond) -> &'a Condvar {
+    // SAFETY: as for `mutex`; all-zero is an idle Condvar.
+    unsafe { &*(c as *const Condvar) }
+}
+
+fn algorithm_name(a: Algorithm) -> &'static CStr {
+    match a {
+        Algorithm::Adaptive => c"adaptive",
+        Algorithm::Futex => c"futex",
+        Algorithm::FutexTid => c"futex-tid",
+        Algorithm::Pi => c"pi",
+        Algorithm::Ticket => c"ticket",
+        Algorithm::Mcs => c"mcs",
+        Algorithm::Spin => c"spin",
+    }
+}
+
+/// Converts an absolute CLOCK_REALTIME deadline to an `Instant`; `None`
+/// for an invalid timespec (EINVAL).
+fn deadline_from_realtime(abstime: *const libc::timespec) -> Option<Instant> {
+    if abstime.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a readable timespec.
+    let abs = unsafe { *abstime };
+    if !(0..1_000_000_000).contains(&abs.tv_nsec) || abs.tv_sec < 0 {
+        return None;
+    }
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let as_ns = |t: libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+    let left = (as_ns(abs) - as_ns(now)).max(0) as u64;
+    Some(Instant::now() + Duration::from_nanos(left))
+}
+
+/// # Safety
+/// `m` points to writable `lm_mutex_t` storage; `algorithm` is NULL or a
+/// NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_init(m: *mut LmMutex, algorithm: *const c_char) -> c_int {
+    let chosen = if algorithm.is_null() {
+        Algorithm::Adaptive
+    } else {
+        // SAFETY: a NUL-terminated string, by the caller's contract.
+        match unsafe { CStr::from_ptr(algorithm) }.to_str() {
+            Ok("") => Algorithm::Adaptive,
+            Ok(name) => match name.parse() {
+                Ok(a) => a,
+                Err(_) => return libc::EINVAL,
+            },
+            Err(_) => return libc::EINVAL,
+        }
+    };
+    // SAFETY: writable, large and aligned enough (checked above).
+    unsafe { std::ptr::write(m as *mut AnyMutex, AnyMutex::new(chosen)) };
+    0
+}
+
+/// # Safety
+/// `m` is an initialised (or all-zero) `lm_mutex_t`.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_lock(m: *mut LmMutex) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { mutex(m) }.lock();
+    0
+}
+
+/// # Safety
+/// As for `lm_mutex_lock`.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_trylock(m: *mut LmMutex) -> c_int {
+    // SAFETY: caller's contract.
+    if unsafe { mutex(m) }.try_lock() {
+        0
+    } else {
+        libc::EBUSY
+    }
+}
+
+/// # Safety
+/// As for `lm_mutex_lock`; `abstime` points to a readable timespec.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const libc::timespec) -> c_int {
+    // SAFETY: caller's contract.
+    let lock = unsafe { mutex(m) };
+    // As POSIX: the deadline is only checked if the call would block.
+    if lock.try_lock() {
+        return 0;
+    }
+    match deadline_from_realtime(abstime) {
+        None => libc::EINVAL,
+        Some(deadline) if lock.lock_until(deadline) => 0,
+        Some(_) => libc::ETIMEDOUT,
+    }
+}
+
+/// # Safety
+/// `m` is held by the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_unlock(m: *mut LmMutex) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { mutex(m).unlock() };
+    0
+}
+
+/// # Safety
+/// As for `lm_mutex_lock`.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_destroy(m: *mut LmMutex) -> c_int {
+    // SAFETY: caller's contract.
+    if unsafe { mutex(m) }.is_locked() {
+        libc::EBUSY
+    } else {
+        0
+    }
+}
+
+/// # Safety
+/// As for `lm_mutex_lock`.
+#[no_mangle]
+pub unsafe extern "C" fn lm_mutex_algorithm(m: *const LmMutex) -> *const c_char {
+    // SAFETY: caller's contract.
+    algorithm_name(unsafe { mutex(m) }.algorithm()).as_ptr()
+}
+
+/// # Safety
+/// `c` points to writable `lm_cond_t` storage.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_init(c: *mut LmCond) -> c_int {
+    // SAFETY: writable, large and aligned enough (checked above).
+    unsafe { std::ptr::write(c as *mut Condvar, Condvar::new()) };
+    0
+}
+
+/// # Safety
+/// `c` is initialised; `m` is held by the calling thread.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_wait(c: *mut LmCond, m: *mut LmMutex) -> c_int {
+    // SAFETY: caller's contract: the mutex is held.
+    unsafe { cond(c).wait_raw(mutex(m), None) };
+    0
+}
+
+/// # Safety
+/// As for `lm_cond_wait`; `abstime` points to a readable timespec.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_timedwait(c: *mut LmCond, m: *mut LmMutex, abstime: *const libc::timespec) -> c_int {
+    let Some(deadline) = deadline_from_realtime(abstime) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: caller's contract: the mutex is held.
+    match unsafe { cond(c).wait_raw(mutex(m), Some(deadline)) } {
+        WaitResult::Notified => 0,
+        WaitResult::TimedOut => libc::ETIMEDOUT,
+    }
+}
+
+/// # Safety
+/// `c` is initialised.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_signal(c: *mut LmCond) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { cond(c) }.notify_one();
+    0
+}
+
+/// # Safety
+/// `c` is initialised.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_broadcast(c: *mut LmCond) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { cond(c) }.notify_all();
+    0
+}
+
+/// # Safety
+/// `c` is initialised.
+#[no_mangle]
+pub unsafe extern "C" fn lm_cond_destroy(c: *mut LmCond) -> c_int {
+    // SAFETY: caller's contract.
+    if unsafe { cond(c) }.has_waiters() {
+        libc::EBUSY
+    } else {
+        0
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn lm_algorithm_count() -> c_int {
+    Algorithm::ALL.len() as c_int
+}
+
+#[no_mangle]
+pub extern "C" fn lm_algorithm_name(i: c_int) -> *const c_char {
+    u32::try_from(i)
+        .ok()
+        .and_then(Algorithm::from_index)
+        .map_or(std::ptr::null(), |a| algorithm_name(a).as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn lm_set_spinning(enabled: c_int) {
+    config::set_spinning(enabled != 0);
+}

@@ -1,0 +1,157 @@
+/* Exercises every algorithm through include/lockmeter.h, as a C program
+ * linked only against liblockmeter and pthreads. Prints one line per check
+ * and closes with "N passed, N failed"; exits non-zero on any failure. */
+#define _GNU_SOURCE
+#include "lockmeter.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int passed, failed;
+
+static void check(int ok, const char *algorithm, const char *what) {
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL %s: %s\n", algorithm, what);
+    }
+}
+
+static lm_mutex_t mutex;
+static lm_cond_t cond;
+static volatile long counter;
+static long per_thread;
+
+static void *increment(void *arg) {
+    (void)arg;
+    for (long i = 0; i < per_thread; i++) {
+        lm_mutex_lock(&mutex);
+        long v = counter; /* non-atomic read-modify-write: needs exclusion */
+        __asm__ volatile("pause");
+        counter = v + 1;
+        lm_mutex_unlock(&mutex);
+    }
+    return NULL;
+}
+
+static int exclusion(int threads, long each) {
+    pthread_t t[64];
+    counter = 0;
+    per_thread = each;
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, increment, NULL);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    return counter == threads * each;
+}
+
+static void *try_from_other_thread(void *arg) {
+    (void)arg;
+    return (void *)(long)lm_mutex_trylock(&mutex);
+}
+
+static struct timespec in_ms(long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void *timed_from_other_thread(void *arg) {
+    (void)arg;
+    struct timespec deadline = in_ms(50);
+    double start = now_ms();
+    int r = lm_mutex_timedlock(&mutex, &deadline);
+    double waited = now_ms() - start;
+    return (void *)(long)(r == ETIMEDOUT && waited >= 45 && waited < 2000);
+}
+
+static void *bad_timespec_from_other_thread(void *arg) {
+    (void)arg;
+    struct timespec bad = {.tv_sec = 0, .tv_nsec = 2000000000L};
+    return (void *)(long)lm_mutex_timedlock(&mutex, &bad);
+}
+
+static volatile long turn;
+enum { ROUNDS = 2000 };
+
+static void *ping_pong(void *arg) {
+    long me = (long)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        lm_mutex_lock(&mutex);
+        while (turn % 2 != me) lm_cond_wait(&cond, &mutex);
+        turn++;
+        lm_cond_broadcast(&cond);
+        lm_mutex_unlock(&mutex);
+    }
+    return NULL;
+}
+
+static void test_algorithm(const char *name) {
+    check(lm_mutex_init(&mutex, name) == 0, name, "init");
+    check(strcmp(lm_mutex_algorithm(&mutex), name) == 0, name, "algorithm name round-trips");
+    check(exclusion(2, 20000), name, "mutual exclusion, 2 threads");
+    check(exclusion(8, 5000), name, "mutual exclusion, 8 threads");
+    check(exclusion(64, 300), name, "mutual exclusion, 64 threads");
+
+    pthread_t t;
+    void *result;
+    lm_mutex_lock(&mutex);
+    pthread_create(&t, NULL, try_from_other_thread, NULL);
+    pthread_join(t, &result);
+    check((long)result == EBUSY, name, "trylock on a held mutex is EBUSY");
+    pthread_create(&t, NULL, timed_from_other_thread, NULL);
+    pthread_join(t, &result);
+    check((long)result == 1, name, "timedlock on a held mutex times out after its deadline");
+    pthread_create(&t, NULL, bad_timespec_from_other_thread, NULL);
+    pthread_join(t, &result);
+    check((long)result == EINVAL, name, "timedlock with tv_nsec >= 1e9 is EINVAL");
+    check(lm_mutex_destroy(&mutex) == EBUSY, name, "destroying a held mutex is EBUSY");
+    lm_mutex_unlock(&mutex);
+    check(lm_mutex_trylock(&mutex) == 0, name, "trylock on a free mutex succeeds");
+    lm_mutex_unlock(&mutex);
+    struct timespec soon = in_ms(20);
+    check(lm_mutex_timedlock(&mutex, &soon) == 0, name, "timedlock on a free mutex succeeds");
+    lm_mutex_unlock(&mutex);
+
+    check(lm_cond_init(&cond) == 0, name, "cond init");
+    turn = 0;
+    pthread_t a, b;
+    pthread_create(&a, NULL, ping_pong, (void *)0L);
+    pthread_create(&b, NULL, ping_pong, (void *)1L);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    check(turn == 2 * ROUNDS, name, "condvar ping-pong, no lost wake-up");
+    lm_mutex_lock(&mutex);
+    struct timespec deadline = in_ms(30);
+    check(lm_cond_timedwait(&cond, &mutex, &deadline) == ETIMEDOUT, name, "cond timedwait times out");
+    check(lm_mutex_trylock(&mutex) == EBUSY, name, "the mutex is held again after a timed-out wait");
+    lm_mutex_unlock(&mutex);
+    check(lm_cond_destroy(&cond) == 0, name, "cond destroy");
+    check(lm_mutex_destroy(&mutex) == 0, name, "destroy a free mutex");
+}
+
+int main(void) {
+    lm_mutex_t fresh = LM_MUTEX_INITIALIZER;
+    check(strcmp(lm_mutex_algorithm(&fresh), "adaptive") == 0, "-", "the initializer is an adaptive mutex");
+    check(lm_mutex_lock(&fresh) == 0 && lm_mutex_unlock(&fresh) == 0, "-", "the initializer locks and unlocks");
+    check(lm_mutex_init(&fresh, "fastest") == EINVAL, "-", "an unknown algorithm is EINVAL");
+    check(lm_algorithm_name(lm_algorithm_count()) == NULL, "-", "no name past the last algorithm");
+    for (int i = 0; i < lm_algorithm_count(); i++) {
+        const char *name = lm_algorithm_name(i);
+        int before = failed;
+        test_algorithm(name);
+        printf("%-10s %s\n", name, failed == before ? "ok" : "FAILED");
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}

@@ -1,0 +1,77 @@
+/* lockmeter: lock algorithms for C programs.
+ *
+ * Link with -llockmeter (liblockmeter.so, built by `cargo build --release`
+ * into target/release/). Every function returns 0 or an errno value, like
+ * the pthread functions it mirrors. Storage has the size of the pthread
+ * type it replaces, and an all-zero object (the *_INITIALIZER macros) is a
+ * valid unlocked `adaptive` mutex / an idle condition variable.
+ *
+ * Algorithms (names for lm_mutex_init):
+ *   "adaptive"   spins only while the owner runs on a CPU, else sleeps (default)
+ *   "futex"      0/1/2 futex mutex, no spinning
+ *   "futex-tid"  TID|WAITERS futex mutex, no spinning
+ *   "pi"         kernel priority-inheritance futex
+ *   "ticket"     FIFO ticket lock, proportional backoff, parks when oversubscribed
+ *   "mcs"        FIFO MCS queue lock, spins on its own node then parks
+ *   "spin"       test-and-test-and-set spinlock, never sleeps
+ */
+#ifndef LOCKMETER_H
+#define LOCKMETER_H
+
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef union {
+    unsigned char __size[40];
+    long __align;
+} lm_mutex_t;
+
+typedef union {
+    unsigned char __size[48];
+    long __align;
+} lm_cond_t;
+
+#define LM_MUTEX_INITIALIZER { { 0 } }
+#define LM_COND_INITIALIZER { { 0 } }
+
+/* Initialises `m` with the named algorithm (NULL or "" for "adaptive").
+ * EINVAL for an unknown name (m is left untouched). */
+int lm_mutex_init(lm_mutex_t *m, const char *algorithm);
+int lm_mutex_lock(lm_mutex_t *m);
+/* EBUSY if the mutex is held. */
+int lm_mutex_trylock(lm_mutex_t *m);
+/* Absolute CLOCK_REALTIME deadline, as pthread_mutex_timedlock.
+ * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9).
+ * "ticket" and "mcs" cannot leave their queue: for them this polls. */
+int lm_mutex_timedlock(lm_mutex_t *m, const struct timespec *abstime);
+int lm_mutex_unlock(lm_mutex_t *m);
+/* EBUSY if the mutex is held. */
+int lm_mutex_destroy(lm_mutex_t *m);
+/* The algorithm's name (a static string). */
+const char *lm_mutex_algorithm(const lm_mutex_t *m);
+
+int lm_cond_init(lm_cond_t *c);
+int lm_cond_wait(lm_cond_t *c, lm_mutex_t *m);
+/* Absolute CLOCK_REALTIME deadline; ETIMEDOUT (the mutex is held again). */
+int lm_cond_timedwait(lm_cond_t *c, lm_mutex_t *m, const struct timespec *abstime);
+int lm_cond_signal(lm_cond_t *c);
+int lm_cond_broadcast(lm_cond_t *c);
+/* EBUSY if some thread waits. */
+int lm_cond_destroy(lm_cond_t *c);
+
+/* The number of algorithms, and the name of algorithm i (NULL past the end). */
+int lm_algorithm_count(void);
+const char *lm_algorithm_name(int i);
+
+/* Turns optimistic spinning on (1) or off (0) process-wide, like the
+ * environment variable LOCKMETER_SPIN=0. */
+void lm_set_spinning(int enabled);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOCKMETER_H */
