@@ -501,7 +501,3 @@ unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawAdaptive<R> {
         self.lock_until(deadline)
     }
 }
-
-/// A mutex protecting a `T` with the `adaptive` algorithm.
-#[cfg(not(loom))]
-pub type AdaptiveMutex<T> = lock_api::Mutex<RawAdaptive, T>;

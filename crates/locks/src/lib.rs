@@ -62,8 +62,27 @@ pub use spin::RawSpin;
 pub use sync::current_tid;
 pub use ticket::RawTicket;
 
+/// A mutex protecting a `T` with the `adaptive` algorithm.
 #[cfg(not(loom))]
-pub use adaptive::AdaptiveMutex;
+pub type AdaptiveMutex<T> = lock_api::Mutex<RawAdaptive, T>;
+/// A mutex protecting a `T` with the `futex` algorithm.
+#[cfg(not(loom))]
+pub type FutexMutex<T> = lock_api::Mutex<RawFutex, T>;
+/// A mutex protecting a `T` with the `futex-tid` algorithm.
+#[cfg(not(loom))]
+pub type FutexTidMutex<T> = lock_api::Mutex<RawFutexTid, T>;
+/// A mutex protecting a `T` with the `pi` algorithm.
+#[cfg(not(loom))]
+pub type PiMutex<T> = lock_api::Mutex<RawPi, T>;
+/// A mutex protecting a `T` with the `ticket` algorithm.
+#[cfg(not(loom))]
+pub type TicketMutex<T> = lock_api::Mutex<RawTicket, T>;
+/// A mutex protecting a `T` with the `mcs` algorithm.
+#[cfg(not(loom))]
+pub type McsMutex<T> = lock_api::Mutex<RawMcs, T>;
+/// A mutex protecting a `T` with the `spin` algorithm.
+#[cfg(not(loom))]
+pub type SpinMutex<T> = lock_api::Mutex<RawSpin, T>;
 #[cfg(not(loom))]
 pub use algorithm::{Algorithm, UnknownAlgorithm};
 #[cfg(not(loom))]

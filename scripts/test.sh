@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds lockmeter and runs every test: unit, integration, the C ABI test
+# (needs gcc) and the loom model tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v gcc >/dev/null 2>&1; then
+    echo "test.sh: installing gcc (the C ABI test compiles a C program)" >&2
+    apt-get update -qq && apt-get install -y -qq gcc >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "test.sh: error: cargo not found; install a stable Rust toolchain (rustup or Debian's cargo)" >&2
+    exit 1
+fi
+
+echo "== unit, integration and C ABI tests"
+cargo test --release --workspace
+
+echo "== loom model tests (every interleaving of the parking algorithms)"
+RUSTFLAGS="--cfg loom" cargo test --release -p lockmeter-locks --target-dir target/loom --test 'loom*'
