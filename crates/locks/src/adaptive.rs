@@ -227,8 +227,7 @@ impl<R: Recorder> RawAdaptive<R> {
             }
 
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                self.recorder.timed_out(record::waited::<R>(wait_start));
-                return false;
+                return self.give_up(slept, wait_start);
             }
 
             // Passed over for too long: ask the owner to hand the lock over.
@@ -238,10 +237,7 @@ impl<R: Recorder> RawAdaptive<R> {
             {
                 match self.wait_for_handoff(tid, deadline) {
                     Some(true) => return self.acquired_after_wait(true, wait_start),
-                    Some(false) => {
-                        self.recorder.timed_out(record::waited::<R>(wait_start));
-                        return false;
-                    }
+                    Some(false) => return self.give_up(true, wait_start),
                     None => continue, // the lock was free: compete for it normally
                 }
             }
@@ -256,12 +252,38 @@ impl<R: Recorder> RawAdaptive<R> {
                 continue;
             }
             if futex_wait(&self.word, word | WAITERS, deadline) == WaitOutcome::TimedOut {
-                self.recorder.timed_out(record::waited::<R>(wait_start));
-                return false;
+                return self.give_up(true, wait_start);
             }
             slept = true;
             may_spin = config::spinning_enabled();
         }
+    }
+
+    /// A timed lock gives up. A waiter that has slept may have been the
+    /// one woken by the last unlock (which cleared WAITERS): leaving
+    /// silently would strand the other sleepers, so it passes the wake on:
+    /// it re-marks a held word with WAITERS, or wakes a sleeper to take a
+    /// free one.
+    #[cold]
+    fn give_up(&self, slept: bool, wait_start: u64) -> bool {
+        self.recorder.timed_out(record::waited::<R>(wait_start));
+        if slept {
+            let mut word = self.word.load(Ordering::Relaxed);
+            loop {
+                if word & OWNER_MASK == 0 {
+                    futex_wake(&self.word, 1);
+                    break;
+                }
+                if word & WAITERS != 0 {
+                    break;
+                }
+                match self.word.compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => break,
+                    Err(now) => word = now,
+                }
+            }
+        }
+        false
     }
 
     fn acquired_after_wait(&self, slept: bool, wait_start: u64) -> bool {
@@ -344,6 +366,12 @@ impl<R: Recorder> RawAdaptive<R> {
         // Flag the held word so the owner's unlock takes the slow path.
         loop {
             let word = self.word.load(Ordering::Relaxed);
+            if word & OWNER_MASK == tid {
+                // Granted already (by an unlocker that read the slot before
+                // we flagged the word): flagging our own word would leave a
+                // HANDOFF bit with no request behind it.
+                break;
+            }
             if word & OWNER_MASK == 0 {
                 // Nobody to hand it over: withdraw and compete normally.
                 if self.handoff.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
@@ -402,7 +430,9 @@ impl<R: Recorder> RawAdaptive<R> {
                 Err(now) => word = now,
             }
         }
-        self.handoff.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        // Release: the next requester (acquiring the slot) must see HANDOFF
+        // cleared before it sets its own.
+        self.handoff.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 
     #[cold]
@@ -488,8 +518,8 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawAdaptive<R> {
 }
 
 #[cfg(not(loom))]
-// SAFETY: as for RawMutex; a timed-out attempt leaves no trace in the word
-// beyond a possibly set WAITERS bit (which only costs one spare wake).
+// SAFETY: as for RawMutex; a timed-out attempt leaves at most a WAITERS bit
+// (one spare wake), and passes on any wake it may have consumed (give_up).
 unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawAdaptive<R> {
     type Duration = std::time::Duration;
     type Instant = Instant;
@@ -499,5 +529,70 @@ unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawAdaptive<R> {
     }
     fn try_lock_until(&self, deadline: Instant) -> bool {
         self.lock_until(deadline)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A tid no thread of this process has.
+    const OTHER: u32 = OWNER_MASK - 7;
+
+    /// The interleaving in which a timed waiter is woken by an unlock
+    /// (which cleared WAITERS), the lock is taken again by a barger, and
+    /// the timed waiter gives up: it must re-mark the word, or the barger's
+    /// fast unlock would wake nobody.
+    #[test]
+    fn giving_up_re_marks_a_held_word() {
+        let lock = RawAdaptive::<NoStats>::new();
+        lock.word.store(OTHER, Ordering::Relaxed);
+        lock.give_up(true, 0);
+        assert_eq!(lock.word.load(Ordering::Relaxed), OTHER | WAITERS);
+    }
+
+    /// Same, with the lock free when the timed waiter gives up: it wakes a
+    /// sleeper to take it. The sleeper here went to sleep behind a holder
+    /// whose unlock woke someone else.
+    #[test]
+    fn giving_up_on_a_free_word_wakes_a_sleeper() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        lock.word.store(OTHER | WAITERS, Ordering::Relaxed);
+        let sleeper = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+            })
+        };
+        // Let it fall asleep on the word, then release as an unlock that
+        // woke another thread would: WAITERS cleared, nobody woken.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        lock.word.store(0, Ordering::Release);
+        lock.give_up(true, 0);
+        let start = Instant::now();
+        while !sleeper.is_finished() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5), "the sleeper was never woken");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        sleeper.join().unwrap();
+    }
+
+    /// A requester whose request was granted before it flagged the word
+    /// (the unlocker read the slot first) owns the lock on entering the
+    /// wait; it must not set HANDOFF on its own word, which would leave a
+    /// HANDOFF bit with no request and make its own unlock spin forever.
+    #[test]
+    fn a_grant_that_arrives_before_the_flag_leaves_no_handoff_bit() {
+        let lock = RawAdaptive::<NoStats>::new();
+        let tid = current_tid();
+        lock.word.store(tid | WAITERS, Ordering::Relaxed);
+        lock.handoff.store(tid | GRANTED, Ordering::Relaxed);
+        assert_eq!(lock.wait_for_handoff(tid, None), Some(true));
+        assert_eq!(lock.word.load(Ordering::Relaxed), tid | WAITERS, "no HANDOFF on our own word");
+        assert_eq!(lock.handoff.load(Ordering::Relaxed), 0, "slot freed for the next requester");
+        unsafe { lock.unlock() };
+        assert!(!lock.is_locked());
     }
 }

@@ -87,18 +87,29 @@ impl<R: Recorder> RawPi<R> {
                 }
                 // The owner is exiting, or a signal interrupted us: retry.
                 libc::EAGAIN | libc::EINTR => continue,
-                errno => panic!("FUTEX_LOCK_PI failed: errno {errno}"),
+                // EDEADLK: the caller already holds this non-recursive lock.
+                errno => panic!("FUTEX_LOCK_PI failed: errno {errno} (relocking a held pi mutex?)"),
             }
         }
     }
 
     fn futex_lock_pi(&self, deadline: Option<Instant>) -> libc::c_long {
-        // FUTEX_LOCK_PI2 takes an absolute CLOCK_MONOTONIC deadline.
+        // FUTEX_LOCK_PI2 (Linux 5.14) takes an absolute CLOCK_MONOTONIC
+        // deadline; older kernels only have FUTEX_LOCK_PI, whose deadline is
+        // absolute CLOCK_REALTIME.
+        let r = self.futex_lock_pi_op(FUTEX_LOCK_PI2, libc::CLOCK_MONOTONIC, deadline);
+        if r == -1 && crate::futex::errno() == libc::ENOSYS {
+            return self.futex_lock_pi_op(libc::FUTEX_LOCK_PI, libc::CLOCK_REALTIME, deadline);
+        }
+        r
+    }
+
+    fn futex_lock_pi_op(&self, op: libc::c_int, clock: libc::clockid_t, deadline: Option<Instant>) -> libc::c_long {
         let abs = deadline.map(|d| {
             let left = d.saturating_duration_since(Instant::now());
             let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
             // SAFETY: valid out-pointer.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+            unsafe { libc::clock_gettime(clock, &mut now) };
             let total_ns = now.tv_nsec as u128 + left.subsec_nanos() as u128;
             libc::timespec {
                 tv_sec: now.tv_sec + left.as_secs() as libc::time_t + (total_ns / 1_000_000_000) as libc::time_t,
@@ -108,15 +119,7 @@ impl<R: Recorder> RawPi<R> {
         let ts = abs.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: the word is a live aligned u32; the deadline lives until
         // the call returns.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                FUTEX_LOCK_PI2 | libc::FUTEX_PRIVATE_FLAG,
-                0,
-                ts,
-            )
-        }
+        unsafe { libc::syscall(libc::SYS_futex, self.word.as_ptr(), op | libc::FUTEX_PRIVATE_FLAG, 0, ts) }
     }
 
     /// Releases the lock.

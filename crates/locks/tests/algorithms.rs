@@ -5,7 +5,7 @@
 use lock_api::{RawMutex, RawMutexTimed};
 use lockmeter_locks::*;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 

@@ -5,16 +5,17 @@ use lockmeter_locks::{config, Algorithm, AnyMutex, Condvar, WaitResult};
 use std::ffi::{c_char, c_int, CStr};
 use std::time::{Duration, Instant};
 
-/// `lm_mutex_t`: 40 bytes, like `pthread_mutex_t`.
+/// `lm_mutex_t`: 40 bytes, like `pthread_mutex_t` (mutated through shared
+/// pointers, hence the cell).
 #[repr(C, align(8))]
 pub struct LmMutex {
-    storage: [u8; 40],
+    storage: std::cell::UnsafeCell<[u8; 40]>,
 }
 
 /// `lm_cond_t`: 48 bytes, like `pthread_cond_t`.
 #[repr(C, align(8))]
 pub struct LmCond {
-    storage: [u8; 48],
+    storage: std::cell::UnsafeCell<[u8; 48]>,
 }
 
 const _: () = assert!(std::mem::size_of::<AnyMutex>() <= std::mem::size_of::<LmMutex>());
@@ -51,23 +52,34 @@ fn algorithm_name(a: Algorithm) -> &'static CStr {
     }
 }
 
-/// Converts an absolute CLOCK_REALTIME deadline to an `Instant`; `None`
-/// for an invalid timespec (EINVAL).
-fn deadline_from_realtime(abstime: *const libc::timespec) -> Option<Instant> {
+/// What an absolute CLOCK_REALTIME `timespec` means as a deadline.
+enum Deadline {
+    /// At this instant.
+    At(Instant),
+    /// So far away that it never comes (e.g. `tv_sec = LONG_MAX`).
+    Never,
+    /// Not a valid timespec (EINVAL).
+    Invalid,
+}
+
+fn deadline_from_realtime(abstime: *const libc::timespec) -> Deadline {
     if abstime.is_null() {
-        return None;
+        return Deadline::Invalid;
     }
     // SAFETY: the caller passes a readable timespec.
     let abs = unsafe { *abstime };
     if !(0..1_000_000_000).contains(&abs.tv_nsec) || abs.tv_sec < 0 {
-        return None;
+        return Deadline::Invalid;
     }
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
     let as_ns = |t: libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
-    let left = (as_ns(abs) - as_ns(now)).max(0) as u64;
-    Some(Instant::now() + Duration::from_nanos(left))
+    let left = (as_ns(abs) - as_ns(now)).max(0);
+    u64::try_from(left)
+        .ok()
+        .and_then(|ns| Instant::now().checked_add(Duration::from_nanos(ns)))
+        .map_or(Deadline::Never, Deadline::At)
 }
 
 /// # Safety
@@ -125,9 +137,13 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
         return 0;
     }
     match deadline_from_realtime(abstime) {
-        None => libc::EINVAL,
-        Some(deadline) if lock.lock_until(deadline) => 0,
-        Some(_) => libc::ETIMEDOUT,
+        Deadline::Invalid => libc::EINVAL,
+        Deadline::Never => {
+            lock.lock();
+            0
+        }
+        Deadline::At(deadline) if lock.lock_until(deadline) => 0,
+        Deadline::At(_) => libc::ETIMEDOUT,
     }
 }
 
@@ -182,11 +198,13 @@ pub unsafe extern "C" fn lm_cond_wait(c: *mut LmCond, m: *mut LmMutex) -> c_int 
 /// As for `lm_cond_wait`; `abstime` points to a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn lm_cond_timedwait(c: *mut LmCond, m: *mut LmMutex, abstime: *const libc::timespec) -> c_int {
-    let Some(deadline) = deadline_from_realtime(abstime) else {
-        return libc::EINVAL;
+    let deadline = match deadline_from_realtime(abstime) {
+        Deadline::Invalid => return libc::EINVAL,
+        Deadline::Never => None,
+        Deadline::At(deadline) => Some(deadline),
     };
     // SAFETY: caller's contract: the mutex is held.
-    match unsafe { cond(c).wait_raw(mutex(m), Some(deadline)) } {
+    match unsafe { cond(c).wait_raw(mutex(m), deadline) } {
         WaitResult::Notified => 0,
         WaitResult::TimedOut => libc::ETIMEDOUT,
     }

@@ -96,6 +96,32 @@ static void *ping_pong(void *arg) {
     return NULL;
 }
 
+static volatile int flag;
+
+static void *set_flag_and_signal(void *arg) {
+    (void)arg;
+    lm_mutex_lock(&mutex);
+    flag = 1;
+    lm_cond_signal(&cond);
+    lm_mutex_unlock(&mutex);
+    return NULL;
+}
+
+/* A deadline centuries away (tv_sec = LONG_MAX, a common "forever") must
+ * wait for the signal, not wrap into a spurious timeout. */
+static int far_deadline_waits_for_signal(void) {
+    struct timespec forever = {.tv_sec = (time_t)0x7fffffffffffffffL, .tv_nsec = 0};
+    int result = 0;
+    pthread_t t;
+    flag = 0;
+    lm_mutex_lock(&mutex);
+    pthread_create(&t, NULL, set_flag_and_signal, NULL);
+    while (!flag && result == 0) result = lm_cond_timedwait(&cond, &mutex, &forever);
+    lm_mutex_unlock(&mutex);
+    pthread_join(t, NULL);
+    return result == 0 && flag;
+}
+
 static void test_algorithm(const char *name) {
     check(lm_mutex_init(&mutex, name) == 0, name, "init");
     check(strcmp(lm_mutex_algorithm(&mutex), name) == 0, name, "algorithm name round-trips");
@@ -136,6 +162,7 @@ static void test_algorithm(const char *name) {
     check(lm_cond_timedwait(&cond, &mutex, &deadline) == ETIMEDOUT, name, "cond timedwait times out");
     check(lm_mutex_trylock(&mutex) == EBUSY, name, "the mutex is held again after a timed-out wait");
     lm_mutex_unlock(&mutex);
+    check(far_deadline_waits_for_signal(), name, "cond timedwait with a far-future deadline waits for the signal");
     check(lm_cond_destroy(&cond) == 0, name, "cond destroy");
     check(lm_mutex_destroy(&mutex) == 0, name, "destroy a free mutex");
 }
