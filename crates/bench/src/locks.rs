@@ -73,6 +73,15 @@ impl LockKind {
         }
     }
 
+    /// The name for tables: the stable name, with "+stats" for one of ours
+    /// that records statistics.
+    pub fn label(self) -> String {
+        match self {
+            LockKind::Ours { algorithm, stats: true } => format!("{algorithm}+stats"),
+            other => other.name().to_string(),
+        }
+    }
+
     /// Whether this is one of our algorithms.
     pub fn is_ours(self) -> bool {
         matches!(self, LockKind::Ours { .. })

@@ -65,7 +65,12 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     // a lock benchmark is about multi-threaded programs, so make this one.
     let (_keep_alive, idle_thread) = idle_thread();
 
-    let pair_locks: Vec<LockKind> = std::iter::once(LockKind::TasFloor).chain(all_locks()).collect();
+    // tas-floor first (the floor), and adaptive once more with statistics
+    // on, to show what recording costs.
+    let pair_locks: Vec<LockKind> = std::iter::once(LockKind::TasFloor)
+        .chain(all_locks())
+        .chain([LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, stats: true }])
+        .collect();
     let contended_locks = all_locks();
     let ours: Vec<LockKind> = LockKind::ours().collect();
     let steps = settings.rounds as usize * (pair_locks.len() + SCENARIOS.len() * contended_locks.len())
@@ -156,7 +161,7 @@ fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {
     println!("{:<16} {:>9} {:>10}", "lock", "ns/pair", "vs glibc");
     for (kind, ns) in locks.iter().zip(medians.iter()) {
         let ratio = glibc.map_or(String::from("-"), |g| format!("{:.2}x", ns / g));
-        println!("{:<16} {:>9.1} {:>10}", kind.name(), ns, ratio);
+        println!("{:<16} {:>9.1} {:>10}", kind.label(), ns, ratio);
     }
     println!();
 }

@@ -15,6 +15,8 @@ pub struct LockStats {
     timed_out: AtomicU64,
     wait_total: AtomicU64,
     wait_max: AtomicU64,
+    timed_out_wait_total: AtomicU64,
+    timed_out_wait_max: AtomicU64,
     hold_total: AtomicU64,
     hold_max: AtomicU64,
     /// Cycle stamp of the current acquisition (written by the holder only).
@@ -25,6 +27,26 @@ pub struct LockStats {
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
 
+/// Adds to a counter that only the lock holder writes: the lock orders the
+/// writers, so a plain load and store suffice (no locked instruction on
+/// the lock's fast path).
+#[inline]
+fn holder_add(counter: &AtomicU64, amount: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(amount), Relaxed);
+}
+
+/// Raises a maximum that only the lock holder writes.
+#[inline]
+fn holder_max(maximum: &AtomicU64, value: u64) {
+    if value > maximum.load(Relaxed) {
+        maximum.store(value, Relaxed);
+    }
+}
+
+/// Counters written by the holder (`acquired` and `releasing` run with the
+/// lock held) use plain loads and stores; those written by threads that do
+/// not hold the lock (`rejected`, `timed_out`) use atomic read-modify-writes
+/// and are kept apart, so the two kinds never race on one counter.
 impl Recorder for LockStats {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = LockStats {
@@ -36,6 +58,8 @@ impl Recorder for LockStats {
         timed_out: ZERO,
         wait_total: ZERO,
         wait_max: ZERO,
+        timed_out_wait_total: ZERO,
+        timed_out_wait_max: ZERO,
         hold_total: ZERO,
         hold_max: ZERO,
         held_since: ZERO,
@@ -45,17 +69,14 @@ impl Recorder for LockStats {
 
     #[inline]
     fn acquired(&self, kind: AcquireKind, wait_cycles: u64) {
-        self.acquisitions.fetch_add(1, Relaxed);
+        holder_add(&self.acquisitions, 1);
         match kind {
-            AcquireKind::NoWait => {
-                self.no_wait.fetch_add(1, Relaxed);
-            }
+            AcquireKind::NoWait => holder_add(&self.no_wait, 1),
             AcquireKind::Spin | AcquireKind::Sleep => {
-                let counter = if kind == AcquireKind::Spin { &self.spin } else { &self.sleep };
-                counter.fetch_add(1, Relaxed);
-                self.wait_total.fetch_add(wait_cycles, Relaxed);
-                self.wait_max.fetch_max(wait_cycles, Relaxed);
-                self.wait_histogram[bin_of(wait_cycles)].fetch_add(1, Relaxed);
+                holder_add(if kind == AcquireKind::Spin { &self.spin } else { &self.sleep }, 1);
+                holder_add(&self.wait_total, wait_cycles);
+                holder_max(&self.wait_max, wait_cycles);
+                holder_add(&self.wait_histogram[bin_of(wait_cycles)], 1);
             }
         }
         self.held_since.store(clock::cycles(), Relaxed);
@@ -69,15 +90,15 @@ impl Recorder for LockStats {
     #[inline]
     fn timed_out(&self, wait_cycles: u64) {
         self.timed_out.fetch_add(1, Relaxed);
-        self.wait_total.fetch_add(wait_cycles, Relaxed);
-        self.wait_max.fetch_max(wait_cycles, Relaxed);
+        self.timed_out_wait_total.fetch_add(wait_cycles, Relaxed);
+        self.timed_out_wait_max.fetch_max(wait_cycles, Relaxed);
     }
 
     #[inline]
     fn releasing(&self) {
         let held = clock::cycles().wrapping_sub(self.held_since.load(Relaxed));
-        self.hold_total.fetch_add(held, Relaxed);
-        self.hold_max.fetch_max(held, Relaxed);
+        holder_add(&self.hold_total, held);
+        holder_max(&self.hold_max, held);
     }
 }
 
@@ -103,8 +124,8 @@ impl LockStats {
             sleep: self.sleep.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
             timed_out: self.timed_out.load(Relaxed),
-            wait_total_cycles: self.wait_total.load(Relaxed),
-            wait_max_cycles: self.wait_max.load(Relaxed),
+            wait_total_cycles: self.wait_total.load(Relaxed) + self.timed_out_wait_total.load(Relaxed),
+            wait_max_cycles: self.wait_max.load(Relaxed).max(self.timed_out_wait_max.load(Relaxed)),
             hold_total_cycles: self.hold_total.load(Relaxed),
             hold_max_cycles: self.hold_max.load(Relaxed),
             wait_histogram,

@@ -1,0 +1,18 @@
+//! The run-time switches read from the environment (own binary: the
+//! environment is read once per process).
+
+use lockmeter_locks::config;
+use std::time::Duration;
+
+#[test]
+fn environment_switches_spinning_off_and_sets_the_handoff_bound() {
+    std::env::set_var("LOCKMETER_SPIN", "0");
+    std::env::set_var("LOCKMETER_HANDOFF_US", "250");
+    assert!(!config::spinning_enabled(), "LOCKMETER_SPIN=0 turns spinning off");
+    assert_eq!(config::handoff_bound(), Duration::from_micros(250));
+    // The API overrides the environment at run time.
+    config::set_spinning(true);
+    assert!(config::spinning_enabled());
+    config::set_handoff_bound(Duration::from_millis(3));
+    assert_eq!(config::handoff_bound(), Duration::from_millis(3));
+}
