@@ -8,8 +8,11 @@
 
 #![warn(missing_docs)]
 
+pub mod experiment;
 mod locks;
+pub mod plot;
+pub mod render;
 pub mod work;
 pub mod workloads;
 
-pub use locks::{BenchLock, LockKind, LockVisitor};
+pub use locks::{BenchLock, LockKind, LockVisitor, Recording};

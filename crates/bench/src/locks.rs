@@ -1,7 +1,7 @@
 //! The locks a benchmark can run: ours (by algorithm) and the peers.
 
 use lockmeter_locks::{Algorithm, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket, Recorder};
-use lockmeter_stats::{LockStats, Snapshot};
+use lockmeter_stats::{Counts, CountsSnapshot, LockStats, Snapshot};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::str::FromStr;
@@ -11,10 +11,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub trait BenchLock: Send + Sync + 'static {
     /// Runs `f` with the lock held.
     fn critical<T>(&self, f: impl FnOnce() -> T) -> T;
-    /// The lock's statistics, if it records them.
+    /// The lock's full statistics, if it records them.
     fn stats(&self) -> Option<Snapshot> {
         None
     }
+    /// How the lock's acquisitions were obtained, if it counts them.
+    fn counts(&self) -> Option<CountsSnapshot> {
+        None
+    }
+}
+
+/// What one of our locks records while it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Recording {
+    /// Nothing (the production configuration).
+    Off,
+    /// Acquisition counts by kind, no time stamps (what `bench` uses).
+    Counts,
+    /// Full statistics: counts, wait and hold times, histogram.
+    Full,
 }
 
 /// Something to do with a lock, whatever its type.
@@ -28,12 +43,12 @@ pub trait LockVisitor {
 /// Which lock to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LockKind {
-    /// One of ours, recording statistics when `stats` is set.
+    /// One of ours.
     Ours {
         /// The algorithm.
         algorithm: Algorithm,
-        /// Whether the lock carries a [`LockStats`] recorder.
-        stats: bool,
+        /// What it records.
+        recording: Recording,
     },
     /// glibc's default pthread mutex (PTHREAD_MUTEX_NORMAL).
     Glibc,
@@ -55,9 +70,17 @@ impl LockKind {
     pub const PEERS: [LockKind; 5] =
         [LockKind::Glibc, LockKind::GlibcAdaptive, LockKind::GlibcPi, LockKind::Std, LockKind::ParkingLot];
 
-    /// Our algorithms, without statistics.
+    /// Our algorithms, recording nothing.
     pub fn ours() -> impl Iterator<Item = LockKind> {
-        Algorithm::ALL.into_iter().map(|algorithm| LockKind::Ours { algorithm, stats: false })
+        Algorithm::ALL.into_iter().map(|algorithm| LockKind::Ours { algorithm, recording: Recording::Off })
+    }
+
+    /// The same lock, recording as said (peers record nothing).
+    pub fn recording(self, recording: Recording) -> LockKind {
+        match self {
+            LockKind::Ours { algorithm, .. } => LockKind::Ours { algorithm, recording },
+            peer => peer,
+        }
     }
 
     /// The stable name.
@@ -77,7 +100,7 @@ impl LockKind {
     /// that records statistics.
     pub fn label(self) -> String {
         match self {
-            LockKind::Ours { algorithm, stats: true } => format!("{algorithm}+stats"),
+            LockKind::Ours { algorithm, recording: Recording::Full } => format!("{algorithm}+stats"),
             other => other.name().to_string(),
         }
     }
@@ -101,8 +124,11 @@ impl LockKind {
             }
         }
         match self {
-            LockKind::Ours { algorithm, stats: false } => ours::<V, lockmeter_locks::NoStats>(algorithm, visitor),
-            LockKind::Ours { algorithm, stats: true } => ours::<V, LockStats>(algorithm, visitor),
+            LockKind::Ours { algorithm, recording: Recording::Off } => {
+                ours::<V, lockmeter_locks::NoStats>(algorithm, visitor)
+            }
+            LockKind::Ours { algorithm, recording: Recording::Counts } => ours::<V, Counts>(algorithm, visitor),
+            LockKind::Ours { algorithm, recording: Recording::Full } => ours::<V, LockStats>(algorithm, visitor),
             LockKind::Glibc => visitor.visit(|| GlibcMutex::new(libc::PTHREAD_MUTEX_NORMAL, false)),
             LockKind::GlibcAdaptive => visitor.visit(|| GlibcMutex::new(PTHREAD_MUTEX_ADAPTIVE_NP, false)),
             LockKind::GlibcPi => visitor.visit(|| GlibcMutex::new(libc::PTHREAD_MUTEX_NORMAL, true)),
@@ -123,7 +149,7 @@ impl FromStr for LockKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         if let Ok(algorithm) = s.parse::<Algorithm>() {
-            return Ok(LockKind::Ours { algorithm, stats: false });
+            return Ok(LockKind::Ours { algorithm, recording: Recording::Off });
         }
         LockKind::PEERS
             .into_iter()
@@ -150,21 +176,33 @@ pub trait HasRecorder {
     fn rec(&self) -> &Self::Rec;
 }
 
-/// A recorder that may be able to produce a [`Snapshot`].
+/// A recorder that may be able to report what it recorded.
 pub trait SnapshotSource {
-    /// The statistics so far, if this recorder keeps any.
-    fn snapshot_if_any(&self) -> Option<Snapshot>;
-}
-
-impl SnapshotSource for lockmeter_locks::NoStats {
+    /// The full statistics so far, if this recorder keeps them.
     fn snapshot_if_any(&self) -> Option<Snapshot> {
         None
+    }
+    /// The acquisition counts so far, if this recorder keeps them.
+    fn counts_if_any(&self) -> Option<CountsSnapshot> {
+        None
+    }
+}
+
+impl SnapshotSource for lockmeter_locks::NoStats {}
+
+impl SnapshotSource for Counts {
+    fn counts_if_any(&self) -> Option<CountsSnapshot> {
+        Some(self.snapshot())
     }
 }
 
 impl SnapshotSource for LockStats {
     fn snapshot_if_any(&self) -> Option<Snapshot> {
         Some(self.snapshot())
+    }
+    fn counts_if_any(&self) -> Option<CountsSnapshot> {
+        let s = self.snapshot();
+        Some(CountsSnapshot { acquisitions: s.acquisitions, spin: s.spin, sleep: s.sleep, rejected: s.rejected })
     }
 }
 
@@ -194,6 +232,9 @@ where
     }
     fn stats(&self) -> Option<Snapshot> {
         self.0.rec().snapshot_if_any()
+    }
+    fn counts(&self) -> Option<CountsSnapshot> {
+        self.0.rec().counts_if_any()
     }
 }
 

@@ -111,8 +111,9 @@ impl DutyCycle {
                 })
             })
             .collect();
-        start.wait();
+        // Start the clock before releasing the workers (see experiment.rs).
         let t = Instant::now();
+        start.wait();
         std::thread::sleep(self.duration);
         stop.store(true, Ordering::Relaxed);
         let per_thread: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
@@ -144,13 +145,14 @@ pub fn median(values: &mut [f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Recording;
     use lockmeter_locks::Algorithm;
 
     #[test]
     fn every_lock_kind_runs_a_duty_cycle() {
         let calibration = Calibration::measure();
         let kinds = LockKind::ours().chain(LockKind::PEERS).chain([
-            LockKind::Ours { algorithm: Algorithm::Adaptive, stats: true },
+            LockKind::Ours { algorithm: Algorithm::Adaptive, recording: Recording::Full },
         ]);
         for kind in kinds {
             let r = DutyCycle { threads: 3, period_ns: 2_000, duty_percent: 25, duration: Duration::from_millis(40) }
@@ -158,7 +160,7 @@ mod tests {
             assert_eq!(r.per_thread.len(), 3);
             assert!(r.ops_per_sec > 0.0, "{kind}: no progress");
             assert!(r.ideal_ops_per_sec > 0.0 && r.ideal_ops_per_sec.is_finite());
-            assert_eq!(r.stats.is_some(), matches!(kind, LockKind::Ours { stats: true, .. }), "{kind}");
+            assert_eq!(r.stats.is_some(), matches!(kind, LockKind::Ours { recording: Recording::Full, .. }), "{kind}");
             if let Some(s) = r.stats {
                 assert_eq!(s.acquisitions, r.per_thread.iter().sum::<u64>(), "{kind}: every op counted once");
             }

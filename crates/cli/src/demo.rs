@@ -4,7 +4,7 @@
 use crate::progress::Progress;
 use lockmeter_bench::work::Calibration;
 use lockmeter_bench::workloads::{median, uncontended_pair_ns, DutyCycle, DutyResult};
-use lockmeter_bench::LockKind;
+use lockmeter_bench::{LockKind, Recording};
 use lockmeter_stats::histogram::render_side_by_side;
 use lockmeter_stats::report::{self, Row};
 use lockmeter_stats::Snapshot;
@@ -69,7 +69,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     // on, to show what recording costs.
     let pair_locks: Vec<LockKind> = std::iter::once(LockKind::TasFloor)
         .chain(all_locks())
-        .chain([LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, stats: true }])
+        .chain([LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, recording: Recording::Full }])
         .collect();
     let contended_locks = all_locks();
     let ours: Vec<LockKind> = LockKind::ours().collect();
@@ -107,9 +107,8 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         results.push(per_lock);
         let mut snapshots = Vec::new();
         for &kind in &ours {
-            let LockKind::Ours { algorithm, .. } = kind else { unreachable!() };
             progress.step(&format!("{}: {kind} with statistics", scenario.title));
-            let r = workload.run(LockKind::Ours { algorithm, stats: true }, &calibration);
+            let r = workload.run(kind.recording(Recording::Full), &calibration);
             snapshots.push((r.stats.ok_or("a recording lock returned no statistics")?, r.elapsed));
         }
         recorded.push(snapshots);

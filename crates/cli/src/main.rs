@@ -1,9 +1,12 @@
 //! `lockmeter`: measure lock contention, and cure it with better locks.
 
+mod args;
+mod bench;
 mod demo;
 mod progress;
 
 use clap::{Parser, Subcommand};
+use lockmeter_bench::LockKind;
 use lockmeter_locks::Algorithm;
 use std::process::ExitCode;
 
@@ -43,10 +46,74 @@ enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
         rounds: u32,
         /// Length of each contended run, e.g. 300ms or 1s.
-        #[arg(long, default_value = "300ms", value_parser = parse_duration)]
+        #[arg(long, default_value = "300ms", value_parser = args::duration)]
         run: std::time::Duration,
         /// A fast smoke run (1 round, 50 ms runs): checks everything works,
         /// measures nothing worth quoting.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Reproduce the seeds' experiments: our locks against the peers, in
+    /// one process, interleaved, with tables, JSON/CSV and plots.
+    ///
+    /// Every point (lock x threads x period x duty) runs --repeat times; every
+    /// point runs once before any runs twice, so a slow moment of a noisy
+    /// machine hits every lock alike. Figures are medians over repeats.
+    /// Per point: ops/s, the physical limit and efficiency (duty), ops per
+    /// CPU-second (spinning costs CPU), how our locks acquired (spun / slept),
+    /// wait-time percentiles from 1 in 8 acquisitions with seed 000's
+    /// log2-cycle histogram, and per-thread operations (fairness).
+    ///
+    /// Examples:
+    ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
+    ///   lockmeter bench sem --format json --output sem.json --plot sem.svg
+    ///   lockmeter bench dir --fs /tmp/scratch --threads 1,2,4
+    #[command(verbatim_doc_comment)]
+    Bench {
+        /// duty (seed 001), sem (seed 003) or dir (seed 000/002).
+        #[arg(value_enum)]
+        workload: bench::WorkloadName,
+        /// Locks: names, or the groups ours, peers, all [default: all].
+        #[arg(long, value_parser = args::lock_list)]
+        locks: Option<args::List<LockKind>>,
+        /// Thread counts [default: 1,2,4,8,16,64,256].
+        #[arg(long, value_parser = args::thread_list)]
+        threads: Option<args::List<usize>>,
+        /// Length of each run, e.g. 500ms or 2s [default: 500ms].
+        #[arg(long, value_parser = args::positive_duration)]
+        seconds: Option<std::time::Duration>,
+        /// Runs per point; medians are over these [default: 3].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+        repeat: Option<u64>,
+        /// duty: periods in ns [default: 1000,10000].
+        #[arg(long, value_parser = args::period_list)]
+        period: Option<args::List<u64>>,
+        /// duty: shares of the period inside the lock, in percent [default: 1,8,32].
+        #[arg(long, value_parser = args::duty_list)]
+        duty: Option<args::List<u64>>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: bench::Format,
+        /// Write the output to FILE (atomically) instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// Plot throughput against threads (a panel per period and duty) to
+        /// FILE.svg or FILE.png.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<std::path::PathBuf>,
+        /// Plot the acquisition-time histogram of every lock (seed 000) to
+        /// FILE.svg or FILE.png.
+        #[arg(long, value_name = "FILE")]
+        plot_histogram: Option<std::path::PathBuf>,
+        /// Thread count whose histogram --plot-histogram draws [default: the largest].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        histogram_threads: Option<u64>,
+        /// dir: create and unlink real files in this directory (measures the
+        /// kernel's locks, as the original test-mutex did).
+        #[arg(long, value_name = "PATH")]
+        fs: Option<std::path::PathBuf>,
+        /// A sub-second smoke run (1 repeat of 20 ms, threads 1,4, P=1000 D=8
+        /// unless given): checks the output, measures nothing worth quoting.
         #[arg(long)]
         quick: bool,
     },
@@ -63,29 +130,6 @@ fn algorithms_help() -> String {
     s
 }
 
-/// Parses "300ms", "2s", "1.5s", "500us" or plain seconds ("2").
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration (try 300ms, 2s, 500us)"))?;
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ns, us, ms, s or min)")),
-    };
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("'{text}' is not a duration (it must be zero or positive)"));
-    }
-    Ok(std::time::Duration::from_secs_f64(value * scale))
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -97,6 +141,37 @@ fn main() -> ExitCode {
             };
             demo::run(&settings)
         }
+        Command::Bench {
+            workload,
+            locks,
+            threads,
+            seconds,
+            repeat,
+            period,
+            duty,
+            format,
+            output,
+            plot,
+            plot_histogram,
+            histogram_threads,
+            fs,
+            quick,
+        } => bench::run(bench::Options {
+            workload,
+            locks: locks.map(|l| l.0),
+            threads: threads.map(|l| l.0),
+            seconds,
+            repeat: repeat.map(|r| r as usize),
+            periods: period.map(|l| l.0),
+            duties: duty.map(|l| l.0),
+            format,
+            output,
+            plot,
+            plot_histogram,
+            histogram_threads: histogram_threads.map(|t| t as usize),
+            fs,
+            quick,
+        }),
         Command::Algorithms => {
             for a in Algorithm::ALL {
                 println!("{:<10} {}", a.name(), a.summary());
@@ -116,18 +191,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("300ms"), Ok(std::time::Duration::from_millis(300)));
-        assert_eq!(parse_duration("2"), Ok(std::time::Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5s"), Ok(std::time::Duration::from_millis(1500)));
-        assert_eq!(parse_duration("500us"), Ok(std::time::Duration::from_micros(500)));
-        assert!(parse_duration("fast").unwrap_err().contains("not a duration"));
-        assert!(parse_duration("3 weeks").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("NaNs").is_err());
-    }
 
     #[test]
     fn cli_definition_is_consistent() {

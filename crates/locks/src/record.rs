@@ -20,8 +20,8 @@ pub enum AcquireKind {
 pub trait Recorder: Sync {
     /// The initial state (lock_api needs a constant initialiser).
     const INIT: Self;
-    /// False for recorders that record nothing; lets algorithms skip time
-    /// stamps entirely.
+    /// Whether the recorder wants wait times: when false, algorithms take
+    /// no time stamps at all (and pass 0 as `wait_cycles`).
     const ENABLED: bool;
 
     /// The lock was acquired; `wait_cycles` is 0 for `NoWait`.

@@ -7,9 +7,11 @@
 
 #![warn(missing_docs)]
 
+mod counts;
 pub mod histogram;
 mod lock_stats;
 pub mod report;
 
+pub use counts::{Counts, CountsSnapshot};
 pub use histogram::{Histogram, BINS};
 pub use lock_stats::{LockStats, Snapshot};

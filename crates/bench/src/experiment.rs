@@ -1,0 +1,506 @@
+//! `lockmeter bench`: the seeds' experiments as a grid of points (lock x
+//! threads x workload parameters), run interleaved and repeated, each
+//! point reported with the fields of the JSON contract.
+
+use crate::locks::{BenchLock, LockKind, LockVisitor, Recording};
+use crate::work::{spin_work, Calibration};
+use crate::workloads::median;
+use lockmeter_locks::clock;
+use lockmeter_stats::{CountsSnapshot, Histogram};
+use serde::Serialize;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Which experiment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Seed 001's futextest: a period of busy work, a duty share of it
+    /// inside the lock.
+    Duty,
+    /// Seed 003's semaphore test: lock, bump a shared counter, unlock.
+    Sem,
+    /// Seed 000/002's test-mutex "V": create and remove entries in one
+    /// shared directory; in memory (a map under the lock under test), or
+    /// in a real directory (the kernel's locks).
+    Dir {
+        /// A real directory to create and unlink files in.
+        fs: Option<PathBuf>,
+    },
+}
+
+impl Workload {
+    /// The workload's name in output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Duty => "duty",
+            Workload::Sem => "sem",
+            Workload::Dir { .. } => "dir",
+        }
+    }
+}
+
+/// A whole experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// The workload.
+    pub workload: Workload,
+    /// Locks to compare.
+    pub locks: Vec<LockKind>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// Periods (duty only), ns.
+    pub periods_ns: Vec<u64>,
+    /// Duty shares (duty only), percent.
+    pub duties_pct: Vec<u64>,
+    /// Length of one run.
+    pub run: Duration,
+    /// Runs per point.
+    pub repeat: usize,
+}
+
+/// One point of the grid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Point {
+    lock: LockKind,
+    threads: usize,
+    period_ns: Option<u64>,
+    duty_pct: Option<u64>,
+}
+
+/// The machine a run was made on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cores: usize,
+    /// From /proc/cpuinfo.
+    pub cpu_model: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// Whether cpuid reports a hypervisor.
+    pub hypervisor: bool,
+    /// Busy-work loop iterations per ns (the duty workload's calibration).
+    pub work_iterations_per_ns: f64,
+    /// Cycle counter ticks per ns (for wait times).
+    pub cycles_per_ns: f64,
+}
+
+impl Machine {
+    /// Describes this machine, with `calibration`.
+    pub fn describe(calibration: &Calibration) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map_or_else(|| "unknown".to_string(), |m| m.trim().to_string());
+        let hypervisor = cpuinfo.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "unknown".into(), |k| k.trim().to_string());
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model,
+            kernel,
+            hypervisor,
+            work_iterations_per_ns: calibration.iterations_per_ns,
+            cycles_per_ns: clock::cycles_per_ns(),
+        }
+    }
+}
+
+/// Wait-time summary of a point (sampled acquisitions of its median run).
+#[derive(Clone, Debug, Serialize)]
+pub struct WaitSummary {
+    /// How many acquisitions were timed.
+    pub samples: u64,
+    /// Median wait, ns.
+    pub p50: f64,
+    /// 99th percentile wait, ns.
+    pub p99: f64,
+    /// Longest timed wait, ns.
+    pub max: f64,
+    /// Seed 000's table: `hist_log2_cycles[b]` waits took 2^b..2^(b+1) cycles.
+    pub hist_log2_cycles: Vec<u64>,
+}
+
+/// Fairness of a point: operations of the least and most served thread.
+#[derive(Clone, Debug, Serialize)]
+pub struct PerThreadOps {
+    /// Fewest operations of any thread.
+    pub min: u64,
+    /// Most operations of any thread.
+    pub max: u64,
+}
+
+/// The result of one point: the JSON contract.
+#[derive(Clone, Debug, Serialize)]
+pub struct PointResult {
+    /// duty, sem or dir.
+    pub workload: String,
+    /// Lock name.
+    pub lock: String,
+    /// Threads.
+    pub threads: usize,
+    /// Period (duty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_ns: Option<u64>,
+    /// Duty share (duty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duty_pct: Option<u64>,
+    /// Median over repeats.
+    pub ops_per_sec: f64,
+    /// Every repeat's value, in run order.
+    pub ops_per_sec_runs: Vec<f64>,
+    /// The physical limit (duty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_ops_per_sec: Option<f64>,
+    /// ops_per_sec / ideal_ops_per_sec (duty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    /// Operations per second of CPU time the process burned (median run).
+    pub ops_per_cpu_sec: f64,
+    /// Our locks: acquisitions in the median run (null for peers).
+    pub acquisitions: Option<u64>,
+    /// Our locks: acquisitions that waited.
+    pub contended: Option<u64>,
+    /// Our locks: acquisitions that waited without sleeping.
+    pub spun: Option<u64>,
+    /// Our locks: acquisitions that slept.
+    pub slept: Option<u64>,
+    /// Wait times (median run).
+    pub wait_ns: WaitSummary,
+    /// Fairness (median run).
+    pub per_thread_ops: PerThreadOps,
+}
+
+/// A finished experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The machine.
+    pub machine: Machine,
+    /// Workload name.
+    pub workload: String,
+    /// Seconds per run.
+    pub seconds_per_run: f64,
+    /// Runs per point.
+    pub repeat: usize,
+    /// One entry per point.
+    pub points: Vec<PointResult>,
+}
+
+/// What one run measured.
+struct Run {
+    ops_per_sec: f64,
+    ops_per_cpu_sec: f64,
+    per_thread: Vec<u64>,
+    wait_cycles: Vec<u64>,
+    counts: Option<CountsSnapshot>,
+}
+
+/// Time one acquisition in this many.
+const SAMPLE_EVERY: u64 = 8;
+
+impl Experiment {
+    fn points(&self) -> Vec<Point> {
+        let mut points = Vec::new();
+        let (periods, duties): (Vec<Option<u64>>, Vec<Option<u64>>) = match self.workload {
+            Workload::Duty => (
+                self.periods_ns.iter().copied().map(Some).collect(),
+                self.duties_pct.iter().copied().map(Some).collect(),
+            ),
+            _ => (vec![None], vec![None]),
+        };
+        let locks: Vec<LockKind> = match self.workload {
+            // Real files exercise the kernel's locks, not ours: one series.
+            Workload::Dir { fs: Some(_) } => vec![LockKind::Glibc],
+            _ => self.locks.clone(),
+        };
+        for &period_ns in &periods {
+            for &duty_pct in &duties {
+                for &threads in &self.threads {
+                    for &lock in &locks {
+                        points.push(Point { lock, threads, period_ns, duty_pct });
+                    }
+                }
+            }
+        }
+        points
+    }
+
+    /// Number of runs the experiment makes (for progress).
+    pub fn total_runs(&self) -> usize {
+        self.points().len() * self.repeat
+    }
+
+    /// Runs every point `repeat` times, interleaved (every point runs once
+    /// before any runs twice); `progress` is called before each run.
+    pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+        let points = self.points();
+        let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
+        for repeat in 0..self.repeat {
+            for (i, point) in points.iter().enumerate() {
+                progress(&format!(
+                    "{} {}{} {} threads, run {}/{}",
+                    self.workload.name(),
+                    self.lock_label(point.lock),
+                    point.period_ns.map_or(String::new(), |p| format!(" P={p}ns D={}%", point.duty_pct.unwrap_or(0))),
+                    point.threads,
+                    repeat + 1,
+                    self.repeat
+                ));
+                runs[i].push(self.run_point(point, calibration)?);
+            }
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let results = points
+            .iter()
+            .zip(runs)
+            .map(|(point, runs)| summarise(&self.workload, point, runs, cores, self.lock_label(point.lock)))
+            .collect();
+        Ok(Report {
+            machine: Machine::describe(calibration),
+            workload: self.workload.name().to_string(),
+            seconds_per_run: self.run.as_secs_f64(),
+            repeat: self.repeat,
+            points: results,
+        })
+    }
+
+    fn lock_label(&self, lock: LockKind) -> String {
+        match self.workload {
+            Workload::Dir { fs: Some(_) } => "kernel".to_string(),
+            _ => lock.name().to_string(),
+        }
+    }
+
+    fn run_point(&self, point: &Point, calibration: &Calibration) -> Result<Run, String> {
+        struct Visit<'a> {
+            experiment: &'a Experiment,
+            point: &'a Point,
+            calibration: &'a Calibration,
+        }
+        impl LockVisitor for Visit<'_> {
+            type Output = Result<Run, String>;
+            fn visit<L: BenchLock>(self, make: impl Fn() -> L + Send + Sync + Clone + 'static) -> Self::Output {
+                let shared = Arc::new(Shared { lock: make(), counter: UnsafeCell::new(0), directory: UnsafeCell::new(HashMap::new()) });
+                self.experiment.drive(shared, self.point, self.calibration)
+            }
+        }
+        // Our locks count how they acquired (no time stamps).
+        point.lock.recording(Recording::Counts).visit(Visit { experiment: self, point, calibration })
+    }
+
+    fn drive<L: BenchLock>(&self, shared: Arc<Shared<L>>, point: &Point, calibration: &Calibration) -> Result<Run, String> {
+        let body = match (&self.workload, point.period_ns, point.duty_pct) {
+            (Workload::Duty, Some(period), Some(duty)) => {
+                let inside = period * duty / 100;
+                Body::Duty {
+                    inside: calibration.iterations_for_ns(inside),
+                    outside: calibration.iterations_for_ns(period - inside),
+                }
+            }
+            (Workload::Sem, ..) => Body::Sem,
+            (Workload::Dir { fs: None }, ..) => Body::DirInMemory,
+            (Workload::Dir { fs: Some(path) }, ..) => {
+                let metadata = std::fs::metadata(path).map_err(|e| format!("--fs {}: {e}", path.display()))?;
+                if !metadata.is_dir() {
+                    return Err(format!("--fs {}: not a directory", path.display()));
+                }
+                Body::DirFs(path.clone())
+            }
+            (Workload::Duty, ..) => return Err("duty needs a period and a duty share".into()),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Arc::new(Barrier::new(point.threads + 1));
+        let workers: Vec<_> = (0..point.threads)
+            .map(|index| {
+                let (shared, stop, start, body) = (shared.clone(), stop.clone(), start.clone(), body.clone());
+                std::thread::spawn(move || worker(&shared, &body, index as u64, &stop, &start))
+            })
+            .collect();
+        // Start the clock before releasing the workers: with more threads
+        // than cores this thread may not run again for milliseconds after
+        // the barrier, and a late start would inflate the throughput.
+        let cpu_before = process_cpu_seconds();
+        let t = Instant::now();
+        start.wait();
+        std::thread::sleep(self.run);
+        stop.store(true, Ordering::Relaxed);
+        let mut per_thread = Vec::with_capacity(point.threads);
+        let mut wait_cycles = Vec::new();
+        for w in workers {
+            let (ops, waits) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
+            per_thread.push(ops);
+            wait_cycles.extend(waits);
+        }
+        let elapsed = t.elapsed().as_secs_f64();
+        let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
+        let ops: u64 = per_thread.iter().sum();
+        Ok(Run {
+            ops_per_sec: ops as f64 / elapsed,
+            ops_per_cpu_sec: ops as f64 / cpu,
+            per_thread,
+            wait_cycles,
+            counts: shared.lock.counts(),
+        })
+    }
+}
+
+/// The data the lock protects.
+struct Shared<L> {
+    lock: L,
+    counter: UnsafeCell<u64>,
+    directory: UnsafeCell<HashMap<u64, u64>>,
+}
+
+// SAFETY: `counter` and `directory` are only touched inside the lock's
+// critical section.
+unsafe impl<L: Sync> Sync for Shared<L> {}
+
+#[derive(Clone)]
+enum Body {
+    Duty { inside: u64, outside: u64 },
+    Sem,
+    DirInMemory,
+    DirFs(PathBuf),
+}
+
+/// One thread's loop; returns its operations and its timed waits.
+fn worker<L: BenchLock>(
+    shared: &Shared<L>,
+    body: &Body,
+    index: u64,
+    stop: &AtomicBool,
+    start: &Barrier,
+) -> Result<(u64, Vec<u64>), String> {
+    let mut ops = 0u64;
+    let mut waits = Vec::with_capacity(1 << 12);
+    start.wait();
+    while !stop.load(Ordering::Relaxed) {
+        let timed = ops % SAMPLE_EVERY == 0;
+        let asked = if timed { clock::cycles() } else { 0 };
+        // Records the wait at the start of the critical section.
+        let mut record = || {
+            if timed {
+                waits.push(clock::cycles().wrapping_sub(asked));
+            }
+        };
+        match body {
+            Body::Duty { inside, outside } => {
+                shared.lock.critical(|| {
+                    record();
+                    spin_work(*inside)
+                });
+                spin_work(*outside);
+            }
+            Body::Sem => shared.lock.critical(|| {
+                record();
+                // SAFETY: inside the critical section.
+                unsafe { *shared.counter.get() += 1 }
+            }),
+            Body::DirInMemory => {
+                // test-mutex "V": create an entry, then unlink it; each is
+                // one directory operation under the directory's lock.
+                let name = index << 40 | ops;
+                shared.lock.critical(|| {
+                    record();
+                    // SAFETY: inside the critical section.
+                    unsafe { (*shared.directory.get()).insert(name, ops) };
+                });
+                shared.lock.critical(|| {
+                    // SAFETY: inside the critical section.
+                    unsafe { (*shared.directory.get()).remove(&name) };
+                });
+            }
+            Body::DirFs(path) => {
+                let file = path.join(format!("lockmeter-{}-{index}", std::process::id()));
+                std::fs::File::create(&file).map_err(|e| format!("creating {}: {e}", file.display()))?;
+                std::fs::remove_file(&file).map_err(|e| format!("removing {}: {e}", file.display()))?;
+                record();
+            }
+        }
+        ops += 1;
+    }
+    Ok((ops, waits))
+}
+
+/// User plus system CPU time of the whole process.
+fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return 0.0;
+    }
+    // SAFETY: initialised by the successful call.
+    let u = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, lock: String) -> PointResult {
+    let ops_runs: Vec<f64> = runs.iter().map(|r| r.ops_per_sec).collect();
+    let ops = median(&mut ops_runs.clone());
+    // Details come from the run whose throughput is the median.
+    let median_run = runs
+        .iter()
+        .min_by(|a, b| (a.ops_per_sec - ops).abs().total_cmp(&(b.ops_per_sec - ops).abs()))
+        .expect("at least one run");
+    let ideal = match (workload, point.period_ns, point.duty_pct) {
+        (Workload::Duty, Some(period), Some(duty)) => {
+            let by_threads = point.threads.min(cores) as f64 * 1e9 / period as f64;
+            let cs = period * duty / 100;
+            let by_lock = if cs == 0 { f64::INFINITY } else { 1e9 / cs as f64 };
+            Some(by_threads.min(by_lock))
+        }
+        _ => None,
+    };
+    let counts = median_run.counts;
+    PointResult {
+        workload: workload.name().to_string(),
+        lock,
+        threads: point.threads,
+        period_ns: point.period_ns,
+        duty_pct: point.duty_pct,
+        ops_per_sec: ops,
+        ops_per_sec_runs: ops_runs,
+        ideal_ops_per_sec: ideal,
+        efficiency: ideal.map(|i| ops / i),
+        ops_per_cpu_sec: median_run.ops_per_cpu_sec,
+        acquisitions: counts.map(|c| c.acquisitions),
+        contended: counts.map(|c| c.contended()),
+        spun: counts.map(|c| c.spin),
+        slept: counts.map(|c| c.sleep),
+        wait_ns: wait_summary(&median_run.wait_cycles),
+        per_thread_ops: PerThreadOps {
+            min: median_run.per_thread.iter().copied().min().unwrap_or(0),
+            max: median_run.per_thread.iter().copied().max().unwrap_or(0),
+        },
+    }
+}
+
+fn wait_summary(samples: &[u64]) -> WaitSummary {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let mut histogram = Histogram::default();
+    for &s in &sorted {
+        histogram.record(s);
+    }
+    let last = histogram.counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
+    let ns = |cycles: u64| cycles as f64 / clock::cycles_per_ns();
+    let at = |q: f64| -> f64 {
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+        ns(sorted[index])
+    };
+    WaitSummary {
+        samples: sorted.len() as u64,
+        p50: at(0.50),
+        p99: at(0.99),
+        max: sorted.last().map_or(0.0, |&m| ns(m)),
+        hist_log2_cycles: histogram.counts[..last].to_vec(),
+    }
+}

@@ -1,0 +1,211 @@
+//! Plots of a bench report, as SVG or PNG (by the file's extension):
+//! throughput against threads with a line per lock and a panel per
+//! (period, duty), like seed 001's plots; and the acquisition-time
+//! histogram of every lock at one thread count, like seed 000's table.
+
+use crate::experiment::{PointResult, Report};
+use crate::render::{panel_title, panels};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Fonts tried, in order, for the plots' text (Debian's fonts-dejavu-core).
+const FONT_CANDIDATES: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+fn register_font() -> Result<(), String> {
+    use std::sync::OnceLock;
+    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            let path = FONT_CANDIDATES.iter().find(|p| Path::new(p).exists()).ok_or_else(|| {
+                "plotting needs the DejaVu Sans font (apt-get install fonts-dejavu-core)".to_string()
+            })?;
+            let bytes: &'static [u8] = Box::leak(std::fs::read(path).map_err(|e| format!("{path}: {e}"))?.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| format!("{path}: not a usable font"))
+        })
+        .clone()
+}
+
+/// Colours by series index: distinct, readable on white.
+const PALETTE: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+    RGBColor(120, 120, 255),
+];
+
+fn is_ours(lock: &str) -> bool {
+    lock.parse::<lockmeter_locks::Algorithm>().is_ok()
+}
+
+/// Draws on an SVG or PNG file chosen by `path`'s extension.
+fn with_backend(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+    draw_png: impl FnOnce(DrawingArea<BitMapBackend, Shift>) -> Result<(), String>,
+) -> Result<(), String> {
+    register_font()?;
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => draw(SVGBackend::new(path, size).into_drawing_area()),
+        Some("png") => draw_png(BitMapBackend::new(path, size).into_drawing_area()),
+        _ => Err(format!("{}: the plot file must end in .svg or .png", path.display())),
+    }
+}
+
+/// Throughput against threads: a panel per (period, duty), a line per lock.
+pub fn throughput(report: &Report, path: &Path) -> Result<(), String> {
+    let panels = panels(report);
+    let columns = panels.len().clamp(1, 3);
+    let rows = panels.len().div_ceil(columns);
+    let size = (560 * columns as u32, 420 * rows as u32 + 40);
+    with_backend(
+        path,
+        size,
+        |area| draw_throughput(report, area, rows, columns),
+        |area| draw_throughput(report, area, rows, columns),
+    )
+}
+
+fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Shift>, rows: usize, columns: usize) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root
+        .titled(
+            &format!("lockmeter bench {}: throughput against threads ({} cores)", report.workload, report.machine.cores),
+            ("sans-serif", 22),
+        )
+        .map_err(err)?;
+    let areas = root.split_evenly((rows, columns));
+    for ((period, duty, points), area) in panels(report).into_iter().zip(areas) {
+        let max_threads = points.iter().map(|p| p.threads).max().unwrap_or(1).max(2) as f64;
+        let max_ops = points.iter().map(|p| p.ops_per_sec).fold(0.0, f64::max).max(1.0) / 1e6 * 1.1;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(panel_title(&report.workload, period, duty), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d((1f64..max_threads * 1.2).log_scale(), 0f64..max_ops)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("threads (log scale)")
+            .y_desc("Mops/s")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .draw()
+            .map_err(err)?;
+        let mut locks: Vec<&str> = Vec::new();
+        for p in &points {
+            if !locks.contains(&p.lock.as_str()) {
+                locks.push(&p.lock);
+            }
+        }
+        for (i, lock) in locks.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } };
+            let series: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| p.lock == *lock)
+                .map(|p| (p.threads as f64, p.ops_per_sec / 1e6))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(series.clone(), style).point_size(3))
+                .map_err(err)?
+                .label(*lock)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// The acquisition-time histogram of every lock at `threads` threads (and
+/// the first panel's parameters): the share of timed acquisitions per
+/// log2-cycles bin, a line per lock.
+pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), String> {
+    let panels = panels(report);
+    let (period, duty, points) = panels.first().ok_or("the report has no points")?;
+    let chosen: Vec<&PointResult> = points.iter().copied().filter(|p| p.threads == threads).collect();
+    if chosen.is_empty() {
+        return Err(format!("no points at {threads} threads to plot a histogram of"));
+    }
+    let title = format!(
+        "Acquisition time, {} at {threads} threads (acq time = 2^bin cycles)",
+        panel_title(&report.workload, *period, *duty)
+    );
+    with_backend(
+        path,
+        (900, 520),
+        |area| draw_histogram(&title, &chosen, area),
+        |area| draw_histogram(&title, &chosen, area),
+    )
+}
+
+fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root: DrawingArea<DB, Shift>) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let lowest = points
+        .iter()
+        .filter_map(|p| p.wait_ns.hist_log2_cycles.iter().position(|&c| c > 0))
+        .min()
+        .unwrap_or(0);
+    let highest = points.iter().map(|p| p.wait_ns.hist_log2_cycles.len()).max().unwrap_or(1);
+    let share = |p: &PointResult, bin: usize| {
+        let total: u64 = p.wait_ns.hist_log2_cycles.iter().sum();
+        100.0 * *p.wait_ns.hist_log2_cycles.get(bin).unwrap_or(&0) as f64 / total.max(1) as f64
+    };
+    let top = points
+        .iter()
+        .flat_map(|p| (lowest..highest).map(move |b| share(p, b)))
+        .fold(0.0, f64::max)
+        .max(1.0)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d(lowest as f64..highest as f64, 0f64..top)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("bin (log2 cycles)").y_desc("% of timed acquisitions").draw().map_err(err)?;
+    for (i, p) in points.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(&p.lock) { 3 } else { 1 } };
+        let series: Vec<(f64, f64)> = (lowest..highest).map(|b| (b as f64, share(p, b))).collect();
+        chart
+            .draw_series(LineSeries::new(series, style).point_size(2))
+            .map_err(err)?
+            .label(p.lock.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}

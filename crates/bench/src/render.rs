@@ -1,0 +1,124 @@
+//! The report for people (a table per panel) and for programs (CSV; JSON
+//! is the serde form of [`Report`]).
+
+use crate::experiment::{PointResult, Report};
+use std::fmt::Write as _;
+
+/// The points of one panel: same workload parameters, all locks and threads.
+pub fn panels(report: &Report) -> Vec<(Option<u64>, Option<u64>, Vec<&PointResult>)> {
+    let mut panels: Vec<(Option<u64>, Option<u64>, Vec<&PointResult>)> = Vec::new();
+    for p in &report.points {
+        match panels.iter_mut().find(|(period, duty, _)| *period == p.period_ns && *duty == p.duty_pct) {
+            Some(panel) => panel.2.push(p),
+            None => panels.push((p.period_ns, p.duty_pct, vec![p])),
+        }
+    }
+    panels
+}
+
+/// A panel's title.
+pub fn panel_title(workload: &str, period: Option<u64>, duty: Option<u64>) -> String {
+    match (period, duty) {
+        (Some(p), Some(d)) => format!("{workload} P={p}ns D={d}%"),
+        _ => workload.to_string(),
+    }
+}
+
+fn distinct<T: PartialEq + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// One table per panel: a row per lock, a column per thread count; each
+/// cell the median ops/s in millions, and for `duty` the efficiency.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let m = &report.machine;
+    let _ = writeln!(
+        out,
+        "{} cores, {}, kernel {}{}; work loop {:.3} iterations/ns; {} run(s) of {:.2} s per point, medians",
+        m.cores,
+        m.cpu_model,
+        m.kernel,
+        if m.hypervisor { ", under a hypervisor" } else { "" },
+        m.work_iterations_per_ns,
+        report.repeat,
+        report.seconds_per_run
+    );
+    for (period, duty, points) in panels(report) {
+        let threads = distinct(points.iter().map(|p| p.threads));
+        let locks = distinct(points.iter().map(|p| p.lock.as_str()));
+        let with_efficiency = points.iter().any(|p| p.efficiency.is_some());
+        let _ = writeln!(
+            out,
+            "\n{}: Mops/s{}",
+            panel_title(&report.workload, period, duty),
+            if with_efficiency { " (share of the physical limit)" } else { "" }
+        );
+        let width = if with_efficiency { 14 } else { 9 };
+        let _ = write!(out, "{:<16}", "lock \\ threads");
+        for t in &threads {
+            let _ = write!(out, "{t:>width$}");
+        }
+        out.push('\n');
+        for lock in locks {
+            let _ = write!(out, "{lock:<16}");
+            for t in &threads {
+                let cell = points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| {
+                    match p.efficiency {
+                        Some(e) => format!("{:.3} ({:>3.0}%)", p.ops_per_sec / 1e6, 100.0 * e),
+                        None => format!("{:.3}", p.ops_per_sec / 1e6),
+                    }
+                });
+                let _ = write!(out, "{cell:>width$}");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The CSV header (stable column names).
+pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_sec,ideal_ops_per_sec,efficiency,\
+ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
+per_thread_ops_min,per_thread_ops_max";
+
+/// One CSV row per point; empty fields where a value does not apply.
+pub fn csv(report: &Report) -> String {
+    fn opt<T: ToString>(v: Option<T>) -> String {
+        v.map_or(String::new(), |v| v.to_string())
+    }
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    for p in &report.points {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{}",
+            p.workload,
+            p.lock,
+            p.threads,
+            opt(p.period_ns),
+            opt(p.duty_pct),
+            p.ops_per_sec,
+            opt(p.ideal_ops_per_sec.map(|v| format!("{v:.1}"))),
+            opt(p.efficiency.map(|v| format!("{v:.4}"))),
+            p.ops_per_cpu_sec,
+            opt(p.acquisitions),
+            opt(p.contended),
+            opt(p.spun),
+            opt(p.slept),
+            p.wait_ns.p50,
+            p.wait_ns.p99,
+            p.wait_ns.max,
+            p.wait_ns.samples,
+            p.per_thread_ops.min,
+            p.per_thread_ops.max
+        );
+    }
+    out
+}

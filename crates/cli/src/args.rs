@@ -1,0 +1,157 @@
+//! Parsers for command-line values, and atomic file output.
+
+use lockmeter_bench::LockKind;
+use std::path::Path;
+use std::time::Duration;
+
+/// Parses "300ms", "2s", "1.5s", "500us" or plain seconds ("2").
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| c.is_ascii_alphabetic() || c == 'µ').unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (try 300ms, 2s, 500us)"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ns, us, ms, s or min)")),
+    };
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("'{text}' is not a duration (it must be zero or positive)"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+/// A duration that must be longer than zero.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.is_zero() {
+        return Err(format!("'{text}': must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// A comma-separated list of whole numbers within `min..=max`.
+fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let n: u64 = item.parse().map_err(|_| format!("'{item}' is not a whole number of {what}"))?;
+        if n < min || n > max {
+            return Err(format!("{what} must be between {min} and {max}, not {n}"));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("no {what} given"));
+    }
+    Ok(out)
+}
+
+/// A comma-separated list given as one argument (clap would otherwise take
+/// a `Vec` field as a repeated argument).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
+
+/// Thread counts: "1,2,4".
+pub fn thread_list(text: &str) -> Result<List<usize>, String> {
+    Ok(List(numbers(text, "threads", 1, 4096)?.into_iter().map(|n| n as usize).collect()))
+}
+
+/// Periods in nanoseconds: "1000,10000".
+pub fn period_list(text: &str) -> Result<List<u64>, String> {
+    numbers(text, "nanoseconds of period", 1, 1_000_000_000).map(List)
+}
+
+/// Duty shares in percent: "1,8,32".
+pub fn duty_list(text: &str) -> Result<List<u64>, String> {
+    numbers(text, "percent of duty", 0, 100).map(List)
+}
+
+/// Locks: names and the groups `ours`, `peers`, `all`.
+pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
+    let mut out: Vec<LockKind> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let group: Vec<LockKind> = match item {
+            "ours" => LockKind::ours().collect(),
+            "peers" => LockKind::PEERS.to_vec(),
+            "all" => LockKind::ours().chain(LockKind::PEERS).collect(),
+            name => vec![name.parse::<LockKind>().map_err(|_| {
+                format!("unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, glibc, glibc-adaptive, glibc-pi, std, parking_lot, tas-floor)")
+            })?],
+        };
+        for kind in group {
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no locks given".into());
+    }
+    Ok(List(out))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a
+/// reader never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let temp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+    std::fs::write(&temp, bytes).map_err(|e| format!("writing {}: {e}", temp.display()))?;
+    std::fs::rename(&temp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("writing {}: {e}", path.display())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("500us"), Ok(Duration::from_micros(500)));
+        assert!(duration("fast").unwrap_err().contains("not a duration"));
+        assert!(duration("3 weeks").unwrap_err().contains("unknown unit"));
+        assert!(duration("-1s").is_err());
+        assert!(duration("NaNs").is_err());
+        assert!(positive_duration("0s").is_err());
+    }
+
+    #[test]
+    fn lists_parse_and_reject_bad_items() {
+        assert_eq!(thread_list("1,2, 4,2"), Ok(List(vec![1, 2, 4])));
+        assert!(thread_list("0").unwrap_err().contains("between 1"));
+        assert!(thread_list("two").is_err());
+        assert!(thread_list("").is_err());
+        assert_eq!(duty_list("1,8,32"), Ok(List(vec![1, 8, 32])));
+        assert!(duty_list("101").is_err());
+        let ours = lock_list("ours").unwrap();
+        assert_eq!(ours.0.len(), 7);
+        assert_eq!(lock_list("all").unwrap().0.len(), 12);
+        assert_eq!(lock_list("adaptive,glibc,adaptive").unwrap().0.len(), 2);
+        assert!(lock_list("fastest").unwrap_err().starts_with("unknown lock 'fastest'"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_file_whole() {
+        let dir = std::env::temp_dir().join(format!("lockmeter-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("out.json");
+        write_atomically(&file, b"first").unwrap();
+        write_atomically(&file, b"second").unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"second");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left behind");
+        assert!(write_atomically(&dir.join("missing/out.json"), b"x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

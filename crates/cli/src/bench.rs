@@ -1,0 +1,98 @@
+//! `lockmeter bench`: the seeds' experiments, our locks against the peers.
+
+use crate::args::write_atomically;
+use crate::progress::Progress;
+use lockmeter_bench::experiment::{Experiment, Workload};
+use lockmeter_bench::work::Calibration;
+use lockmeter_bench::{plot, render, LockKind};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table per panel, for people.
+    Table,
+    /// Every point with every field, for programs.
+    Json,
+    /// One row per point.
+    Csv,
+}
+
+/// The workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadName {
+    /// Seed 001's futextest: a period of busy work, a duty share inside the lock.
+    Duty,
+    /// Seed 003's test: lock, bump a shared counter, unlock, as fast as possible.
+    Sem,
+    /// Seed 000/002's test-mutex "V": create and unlink entries in one shared directory.
+    Dir,
+}
+
+/// Everything `bench` was asked.
+pub struct Options {
+    pub workload: WorkloadName,
+    pub locks: Option<Vec<LockKind>>,
+    pub threads: Option<Vec<usize>>,
+    pub seconds: Option<Duration>,
+    pub repeat: Option<usize>,
+    pub periods: Option<Vec<u64>>,
+    pub duties: Option<Vec<u64>>,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    pub plot_histogram: Option<PathBuf>,
+    pub histogram_threads: Option<usize>,
+    pub fs: Option<PathBuf>,
+    pub quick: bool,
+}
+
+pub fn run(o: Options) -> Result<(), String> {
+    if o.fs.is_some() && o.workload != WorkloadName::Dir {
+        return Err("--fs only applies to the dir workload".into());
+    }
+    if (o.periods.is_some() || o.duties.is_some()) && o.workload != WorkloadName::Duty {
+        return Err("--period and --duty only apply to the duty workload".into());
+    }
+    let workload = match o.workload {
+        WorkloadName::Duty => Workload::Duty,
+        WorkloadName::Sem => Workload::Sem,
+        WorkloadName::Dir => Workload::Dir { fs: o.fs },
+    };
+    // --quick: a sub-second smoke run that still exercises every field.
+    let experiment = Experiment {
+        workload,
+        locks: o.locks.unwrap_or_else(|| LockKind::ours().chain(LockKind::PEERS).collect()),
+        threads: o.threads.unwrap_or_else(|| if o.quick { vec![1, 4] } else { vec![1, 2, 4, 8, 16, 64, 256] }),
+        periods_ns: o.periods.unwrap_or_else(|| if o.quick { vec![1000] } else { vec![1000, 10000] }),
+        duties_pct: o.duties.unwrap_or_else(|| if o.quick { vec![8] } else { vec![1, 8, 32] }),
+        run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
+        repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
+    };
+    let calibration = Calibration::measure();
+    let mut progress = Progress::new(experiment.total_runs());
+    let report = experiment.run(&calibration, |step| progress.step(step));
+    progress.finish();
+    let report = report?;
+
+    let text = match o.format {
+        Format::Table => render::table(&report),
+        Format::Csv => render::csv(&report),
+        Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n",
+    };
+    match &o.output {
+        Some(path) => write_atomically(path, text.as_bytes())?,
+        None => print!("{text}"),
+    }
+    if let Some(path) = &o.plot {
+        plot::throughput(&report, path)?;
+        eprintln!("lockmeter: wrote {}", path.display());
+    }
+    if let Some(path) = &o.plot_histogram {
+        let threads = o.histogram_threads.unwrap_or_else(|| experiment.threads.iter().copied().max().unwrap_or(1));
+        plot::histogram(&report, threads, path)?;
+        eprintln!("lockmeter: wrote {}", path.display());
+    }
+    Ok(())
+}
