@@ -4,9 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v gcc >/dev/null 2>&1; then
-    echo "test.sh: installing gcc (the C ABI test compiles a C program)" >&2
-    apt-get update -qq && apt-get install -y -qq gcc >/dev/null
+# gcc: the C ABI test compiles a C program; DejaVu Sans: the plots' text.
+missing=()
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: installing ${missing[*]}" >&2
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if ! command -v cargo >/dev/null 2>&1; then
     echo "test.sh: error: cargo not found; install a stable Rust toolchain (rustup or Debian's cargo)" >&2

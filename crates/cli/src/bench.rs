@@ -48,13 +48,24 @@ pub struct Options {
     pub quick: bool,
 }
 
-pub fn run(o: Options) -> Result<(), String> {
+/// Checks option combinations clap cannot express; a usage error.
+pub fn validate(o: &Options) -> Result<(), String> {
     if o.fs.is_some() && o.workload != WorkloadName::Dir {
         return Err("--fs only applies to the dir workload".into());
     }
     if (o.periods.is_some() || o.duties.is_some()) && o.workload != WorkloadName::Duty {
         return Err("--period and --duty only apply to the duty workload".into());
     }
+    for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
+            return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(o: Options) -> Result<(), String> {
     let workload = match o.workload {
         WorkloadName::Duty => Workload::Duty,
         WorkloadName::Sem => Workload::Sem,

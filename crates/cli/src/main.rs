@@ -80,7 +80,7 @@ enum Command {
         #[arg(long, value_parser = args::thread_list)]
         threads: Option<args::List<usize>>,
         /// Length of each run, e.g. 500ms or 2s [default: 500ms].
-        #[arg(long, value_parser = args::positive_duration)]
+        #[arg(long, value_parser = args::positive_duration, allow_hyphen_values = true)]
         seconds: Option<std::time::Duration>,
         /// Runs per point; medians are over these [default: 3].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
@@ -156,7 +156,8 @@ fn main() -> ExitCode {
             histogram_threads,
             fs,
             quick,
-        } => bench::run(bench::Options {
+        } => {
+            let options = bench::Options {
             workload,
             locks: locks.map(|l| l.0),
             threads: threads.map(|l| l.0),
@@ -171,7 +172,13 @@ fn main() -> ExitCode {
             histogram_threads: histogram_threads.map(|t| t as usize),
             fs,
             quick,
-        }),
+            };
+            if let Err(message) = bench::validate(&options) {
+                eprintln!("lockmeter: error: {message}");
+                return ExitCode::from(2);
+            }
+            bench::run(options)
+        }
         Command::Algorithms => {
             for a in Algorithm::ALL {
                 println!("{:<10} {}", a.name(), a.summary());

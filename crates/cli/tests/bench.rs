@@ -1,0 +1,152 @@
+//! The `lockmeter bench` contract, checked on quick runs: the fields other
+//! tools rely on are present and their numbers are sane.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn lockmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let out = lockmeter().args(args).args(["--quick", "--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+/// Checks every point's fields and their consistency.
+fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
+    let machine = &report["machine"];
+    assert!(machine["cores"].as_u64().unwrap() >= 1);
+    for key in ["cpu_model", "kernel"] {
+        assert!(machine[key].is_string(), "machine.{key}");
+    }
+    assert!(machine["hypervisor"].is_boolean());
+    assert!(machine["work_iterations_per_ns"].as_f64().unwrap() > 0.0);
+    let points = report["points"].as_array().unwrap();
+    assert_eq!(points.len(), locks * threads.len(), "one point per lock and thread count");
+    for p in points {
+        let lock = p["lock"].as_str().unwrap();
+        assert_eq!(p["workload"], workload);
+        assert!(threads.contains(&p["threads"].as_u64().unwrap()));
+        let ops = p["ops_per_sec"].as_f64().unwrap();
+        assert!(ops > 0.0, "{lock}: ops > 0");
+        let runs = p["ops_per_sec_runs"].as_array().unwrap();
+        assert!(!runs.is_empty() && runs.iter().all(|r| r.as_f64().unwrap() > 0.0));
+        assert!(p["ops_per_cpu_sec"].as_f64().unwrap() > 0.0);
+        let wait = &p["wait_ns"];
+        let (p50, p99, max) = (wait["p50"].as_f64().unwrap(), wait["p99"].as_f64().unwrap(), wait["max"].as_f64().unwrap());
+        assert!(p50 <= p99 && p99 <= max, "{lock}: p50 {p50} <= p99 {p99} <= max {max}");
+        let histogram: u64 = wait["hist_log2_cycles"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();
+        assert_eq!(histogram, wait["samples"].as_u64().unwrap(), "{lock}: the histogram sums to its samples");
+        assert!(histogram > 0, "{lock}: some acquisitions were timed");
+        let fairness = &p["per_thread_ops"];
+        assert!(fairness["min"].as_u64().unwrap() <= fairness["max"].as_u64().unwrap());
+        let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok();
+        for key in ["acquisitions", "contended", "spun", "slept"] {
+            assert_eq!(p[key].is_u64(), ours, "{lock}: {key} is a number for ours, null for peers");
+        }
+        if ours {
+            let contended = p["contended"].as_u64().unwrap();
+            assert_eq!(contended, p["spun"].as_u64().unwrap() + p["slept"].as_u64().unwrap());
+            assert!(contended <= p["acquisitions"].as_u64().unwrap());
+            assert!(p["acquisitions"].as_u64().unwrap() > 0);
+        }
+    }
+}
+
+#[test]
+fn duty_reports_every_field_for_every_lock() {
+    let report = run_json(&["bench", "duty", "--locks", "all", "--threads", "1,3"]);
+    assert_eq!(report["workload"], "duty");
+    check_points(&report, "duty", 12, &[1, 3]);
+    for p in report["points"].as_array().unwrap() {
+        assert_eq!(p["period_ns"], 1000);
+        assert_eq!(p["duty_pct"], 8);
+        let ideal = p["ideal_ops_per_sec"].as_f64().unwrap();
+        let threads = p["threads"].as_f64().unwrap();
+        // min(min(threads, cores) / P, 1 / CS) with P = 1 us, CS = 80 ns.
+        let cores = report["machine"]["cores"].as_f64().unwrap();
+        assert!((ideal - (threads.min(cores) * 1e6).min(1e9 / 80.0)).abs() < 1.0);
+        let efficiency = p["efficiency"].as_f64().unwrap();
+        assert!((efficiency - p["ops_per_sec"].as_f64().unwrap() / ideal).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn sem_and_dir_report_the_contract_without_duty_fields() {
+    for workload in ["sem", "dir"] {
+        let report = run_json(&["bench", workload, "--locks", "adaptive,ticket,glibc,parking_lot", "--threads", "2"]);
+        check_points(&report, workload, 4, &[2]);
+        for p in report["points"].as_array().unwrap() {
+            assert!(p.get("period_ns").is_none() && p.get("efficiency").is_none());
+        }
+    }
+}
+
+#[test]
+fn dir_on_a_real_directory_measures_the_kernel() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = run_json(&["bench", "dir", "--fs", dir.to_str().unwrap(), "--threads", "2"]);
+    let points = report["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1);
+    assert_eq!(points[0]["lock"], "kernel");
+    assert!(points[0]["ops_per_sec"].as_f64().unwrap() > 0.0);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "every file created was unlinked");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn csv_table_and_plots() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-plots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("out.csv");
+    let (svg, png) = (dir.join("t.svg"), dir.join("h.png"));
+    let out = lockmeter()
+        .args(["bench", "duty", "--quick", "--locks", "adaptive,glibc", "--format", "csv", "-o"])
+        .arg(&csv)
+        .arg("--plot")
+        .arg(&svg)
+        .arg("--plot-histogram")
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(header.contains(&"ops_per_sec") && header.contains(&"wait_p99_ns"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4, "2 locks x 2 thread counts");
+    assert!(rows.iter().all(|r| r.split(',').count() == header.len()));
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.contains("<svg") && svg_text.contains("adaptive") && svg_text.contains("glibc"));
+    let png_bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let table = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive"]).output().unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(table.contains("lock \\ threads") && table.contains("adaptive"), "{table}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_options_are_one_line_errors_with_exit_code_2() {
+    for (args, expected) in [
+        (vec!["bench", "duty", "--locks", "fastest"], "unknown lock 'fastest'"),
+        (vec!["bench", "duty", "--threads", "0"], "threads must be between 1"),
+        (vec!["bench", "duty", "--seconds", "-1s"], "not a duration"),
+        (vec!["bench", "duty", "--seconds", "0"], "longer than zero"),
+        (vec!["bench", "sem", "--duty", "8"], "only apply to the duty workload"),
+        (vec!["bench", "tea"], "invalid value 'tea'"),
+    ] {
+        let out = lockmeter().args(&args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let out = lockmeter().args(["bench", "duty", "--quick", "--plot", "/tmp/plot.gif", "--locks", "adaptive"]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err.contains("must end in .svg or .png"), "{err}");
+}
