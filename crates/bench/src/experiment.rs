@@ -6,8 +6,8 @@ use crate::locks::{BenchLock, LockKind, LockVisitor, Recording};
 use crate::work::{spin_work, Calibration};
 use crate::workloads::median;
 use lockmeter_locks::clock;
-use lockmeter_stats::{CountsSnapshot, Histogram};
-use serde::Serialize;
+use lockmeter_stats::{CountsSnapshot, Histogram, Snapshot};
+use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -60,6 +60,10 @@ pub struct Experiment {
     pub run: Duration,
     /// Runs per point.
     pub repeat: usize,
+    /// What our locks record: `Counts` gives spun/slept at a few plain
+    /// stores per acquisition; `Full` adds wait and hold times (the
+    /// lockmeter report) at the price of two cycle-counter reads.
+    pub recording: Recording,
 }
 
 /// One point of the grid.
@@ -72,7 +76,7 @@ struct Point {
 }
 
 /// The machine a run was made on.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Machine {
     /// Online CPUs.
     pub cores: usize,
@@ -111,7 +115,7 @@ impl Machine {
 }
 
 /// Wait-time summary of a point (sampled acquisitions of its median run).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WaitSummary {
     /// How many acquisitions were timed.
     pub samples: u64,
@@ -126,7 +130,7 @@ pub struct WaitSummary {
 }
 
 /// Fairness of a point: operations of the least and most served thread.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PerThreadOps {
     /// Fewest operations of any thread.
     pub min: u64,
@@ -135,7 +139,7 @@ pub struct PerThreadOps {
 }
 
 /// The result of one point: the JSON contract.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointResult {
     /// duty, sem or dir.
     pub workload: String,
@@ -173,10 +177,16 @@ pub struct PointResult {
     pub wait_ns: WaitSummary,
     /// Fairness (median run).
     pub per_thread_ops: PerThreadOps,
+    /// Full statistics of the median run (with `Recording::Full`).
+    #[serde(skip)]
+    pub stats: Option<Snapshot>,
+    /// Wall time of the median run, seconds.
+    #[serde(skip)]
+    pub median_run_seconds: f64,
 }
 
 /// A finished experiment.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// The machine.
     pub machine: Machine,
@@ -192,6 +202,8 @@ pub struct Report {
 
 /// What one run measured.
 struct Run {
+    seconds: f64,
+    stats: Option<Snapshot>,
     ops_per_sec: f64,
     ops_per_cpu_sec: f64,
     per_thread: Vec<u64>,
@@ -288,8 +300,7 @@ impl Experiment {
                 self.experiment.drive(shared, self.point, self.calibration)
             }
         }
-        // Our locks count how they acquired (no time stamps).
-        point.lock.recording(Recording::Counts).visit(Visit { experiment: self, point, calibration })
+        point.lock.recording(self.recording).visit(Visit { experiment: self, point, calibration })
     }
 
     fn drive<L: BenchLock>(&self, shared: Arc<Shared<L>>, point: &Point, calibration: &Calibration) -> Result<Run, String> {
@@ -339,6 +350,8 @@ impl Experiment {
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
         let ops: u64 = per_thread.iter().sum();
         Ok(Run {
+            seconds: elapsed,
+            stats: shared.lock.stats(),
             ops_per_sec: ops as f64 / elapsed,
             ops_per_cpu_sec: ops as f64 / cpu,
             per_thread,
@@ -477,6 +490,8 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
             min: median_run.per_thread.iter().copied().min().unwrap_or(0),
             max: median_run.per_thread.iter().copied().max().unwrap_or(0),
         },
+        stats: median_run.stats.clone(),
+        median_run_seconds: median_run.seconds,
     }
 }
 
@@ -502,5 +517,44 @@ fn wait_summary(samples: &[u64]) -> WaitSummary {
         p99: at(0.99),
         max: sorted.last().map_or(0.0, |&m| ns(m)),
         hist_log2_cycles: histogram.counts[..last].to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockmeter_locks::Algorithm;
+
+    fn experiment(recording: Recording) -> Experiment {
+        Experiment {
+            workload: Workload::Sem,
+            locks: vec![LockKind::Ours { algorithm: Algorithm::Adaptive, recording: Recording::Off }, LockKind::ParkingLot],
+            threads: vec![3],
+            periods_ns: vec![],
+            duties_pct: vec![],
+            run: Duration::from_millis(30),
+            // Odd, so the median is one run's figure.
+            repeat: 3,
+            recording,
+        }
+    }
+
+    /// Every operation of `sem` is one acquisition: the lock's own count
+    /// (when it keeps one) equals the harness's count of operations in the
+    /// same run; full recording also yields the lockmeter statistics.
+    #[test]
+    fn recorded_acquisitions_match_operations() {
+        let calibration = Calibration::measure();
+        for recording in [Recording::Counts, Recording::Full] {
+            let mut steps = 0;
+            let report = experiment(recording).run(&calibration, |_| steps += 1).unwrap();
+            assert_eq!(steps, 6, "2 locks x 3 repeats");
+            let ours = &report.points[0];
+            let ops = ours.ops_per_sec * ours.median_run_seconds;
+            let acquisitions = ours.acquisitions.unwrap() as f64;
+            assert!((acquisitions - ops).abs() <= 1.0, "{acquisitions} acquisitions vs {ops} operations");
+            assert_eq!(ours.stats.is_some(), recording == Recording::Full);
+            assert!(report.points[1].acquisitions.is_none(), "a peer cannot tell");
+        }
     }
 }

@@ -106,6 +106,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .x_desc("threads (log scale)")
             .y_desc("Mops/s")
             .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.2}"))
             .draw()
             .map_err(err)?;
         let mut locks: Vec<&str> = Vec::new();
@@ -188,7 +189,15 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
         .y_label_area_size(50)
         .build_cartesian_2d(lowest as f64..highest as f64, 0f64..top)
         .map_err(err)?;
-    chart.configure_mesh().x_desc("bin (log2 cycles)").y_desc("% of timed acquisitions").draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("bin (acquisition time = 2^bin cycles)")
+        .y_desc("% of timed acquisitions")
+        .x_labels((highest - lowest).max(1))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}%"))
+        .draw()
+        .map_err(err)?;
     for (i, p) in points.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(&p.lock) { 3 } else { 1 } };

@@ -4,8 +4,9 @@ use crate::args::write_atomically;
 use crate::progress::Progress;
 use lockmeter_bench::experiment::{Experiment, Workload};
 use lockmeter_bench::work::Calibration;
-use lockmeter_bench::{plot, render, LockKind};
-use std::path::PathBuf;
+use lockmeter_bench::{plot, render, LockKind, Recording};
+use lockmeter_bench::experiment::Report;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Output formats.
@@ -80,6 +81,7 @@ pub fn run(o: Options) -> Result<(), String> {
         duties_pct: o.duties.unwrap_or_else(|| if o.quick { vec![8] } else { vec![1, 8, 32] }),
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
+        recording: Recording::Counts,
     };
     let calibration = Calibration::measure();
     let mut progress = Progress::new(experiment.total_runs());
@@ -96,14 +98,30 @@ pub fn run(o: Options) -> Result<(), String> {
         Some(path) => write_atomically(path, text.as_bytes())?,
         None => print!("{text}"),
     }
-    if let Some(path) = &o.plot {
-        plot::throughput(&report, path)?;
+    draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+}
+
+/// Draws the requested plots of `report`.
+fn draw_plots(report: &Report, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
+    if let Some(path) = throughput {
+        plot::throughput(report, path)?;
         eprintln!("lockmeter: wrote {}", path.display());
     }
-    if let Some(path) = &o.plot_histogram {
-        let threads = o.histogram_threads.unwrap_or_else(|| experiment.threads.iter().copied().max().unwrap_or(1));
-        plot::histogram(&report, threads, path)?;
+    if let Some(path) = histogram {
+        let threads = threads.unwrap_or_else(|| report.points.iter().map(|p| p.threads).max().unwrap_or(1));
+        plot::histogram(report, threads, path)?;
         eprintln!("lockmeter: wrote {}", path.display());
     }
     Ok(())
+}
+
+/// `lockmeter plot`: the plots of a saved JSON report.
+pub fn plot_saved(report: &Path, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
+    if throughput.is_none() && histogram.is_none() {
+        return Err("nothing to draw: give --throughput FILE and/or --histogram FILE".into());
+    }
+    let text = std::fs::read_to_string(report).map_err(|e| format!("reading {}: {e}", report.display()))?;
+    let report: Report =
+        serde_json::from_str(&text).map_err(|e| format!("reading {}: not a lockmeter bench JSON report ({e})", report.display()))?;
+    draw_plots(&report, throughput, histogram, threads)
 }

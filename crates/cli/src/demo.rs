@@ -2,12 +2,12 @@
 //! a minute.
 
 use crate::progress::Progress;
+use lockmeter_bench::experiment::{Experiment, PointResult, Workload};
 use lockmeter_bench::work::Calibration;
-use lockmeter_bench::workloads::{median, uncontended_pair_ns, DutyCycle, DutyResult};
+use lockmeter_bench::workloads::{median, uncontended_pair_ns};
 use lockmeter_bench::{LockKind, Recording};
 use lockmeter_stats::histogram::render_side_by_side;
 use lockmeter_stats::report::{self, Row};
-use lockmeter_stats::Snapshot;
 use std::time::Duration;
 
 /// How much to measure.
@@ -20,7 +20,7 @@ pub struct Settings {
     pub pairs: u64,
 }
 
-/// A contended scenario of the demo.
+/// A contended scenario of the demo: one point of `lockmeter bench duty`.
 struct Scenario {
     title: &'static str,
     why: &'static str,
@@ -48,6 +48,21 @@ const SCENARIOS: [Scenario; 2] = [
     },
 ];
 
+impl Scenario {
+    fn experiment(&self, locks: Vec<LockKind>, settings: &Settings, repeat: usize, recording: Recording) -> Experiment {
+        Experiment {
+            workload: Workload::Duty,
+            locks,
+            threads: vec![self.threads],
+            periods_ns: vec![self.period_ns],
+            duties_pct: vec![self.duty_percent],
+            run: settings.run,
+            repeat,
+            recording,
+        }
+    }
+}
+
 fn all_locks() -> Vec<LockKind> {
     LockKind::ours().chain(LockKind::PEERS).collect()
 }
@@ -63,7 +78,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let calibration = Calibration::measure();
     // glibc skips atomic instructions while a process has a single thread;
     // a lock benchmark is about multi-threaded programs, so make this one.
-    let (_keep_alive, idle_thread) = idle_thread();
+    let (keep_alive, idle_thread) = idle_thread();
 
     // tas-floor first (the floor), and adaptive once more with statistics
     // on, to show what recording costs.
@@ -71,85 +86,62 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         .chain(all_locks())
         .chain([LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, recording: Recording::Full }])
         .collect();
-    let contended_locks = all_locks();
     let ours: Vec<LockKind> = LockKind::ours().collect();
-    let steps = settings.rounds as usize * (pair_locks.len() + SCENARIOS.len() * contended_locks.len())
-        + SCENARIOS.len() * ours.len();
+    let rounds = settings.rounds as usize;
+    // Throughput runs count how our locks acquired; one more run of each of
+    // ours records full statistics for the lockmeter report.
+    let throughput: Vec<Experiment> =
+        SCENARIOS.iter().map(|s| s.experiment(all_locks(), settings, rounds, Recording::Counts)).collect();
+    let recorded: Vec<Experiment> = SCENARIOS.iter().map(|s| s.experiment(ours.clone(), settings, 1, Recording::Full)).collect();
+    let steps = rounds * pair_locks.len() + throughput.iter().chain(&recorded).map(Experiment::total_runs).sum::<usize>();
     let mut progress = Progress::new(steps);
 
-    // 1. Uncontended pair cost.
     let mut pair_ns: Vec<Vec<f64>> = vec![Vec::new(); pair_locks.len()];
-    for _ in 0..settings.rounds {
+    for _ in 0..rounds {
         for (i, &kind) in pair_locks.iter().enumerate() {
-            progress.step(&format!("uncontended {kind}"));
+            progress.step(&format!("uncontended {}", kind.label()));
             pair_ns[i].push(uncontended_pair_ns(kind, settings.pairs));
         }
     }
-
-    // 2. Contended scenarios, interleaved; then one statistics-recording
-    //    run of each of ours (recording is kept out of the timed rounds).
-    let mut results: Vec<Vec<Vec<DutyResult>>> = Vec::new();
-    let mut recorded: Vec<Vec<(Snapshot, Duration)>> = Vec::new();
-    for scenario in &SCENARIOS {
-        let workload = DutyCycle {
-            threads: scenario.threads,
-            period_ns: scenario.period_ns,
-            duty_percent: scenario.duty_percent,
-            duration: settings.run,
-        };
-        let mut per_lock: Vec<Vec<DutyResult>> = vec![Vec::new(); contended_locks.len()];
-        for _ in 0..settings.rounds {
-            for (i, &kind) in contended_locks.iter().enumerate() {
-                progress.step(&format!("{}: {kind}", scenario.title));
-                per_lock[i].push(workload.run(kind, &calibration));
-            }
-        }
-        results.push(per_lock);
-        let mut snapshots = Vec::new();
-        for &kind in &ours {
-            progress.step(&format!("{}: {kind} with statistics", scenario.title));
-            let r = workload.run(kind.recording(Recording::Full), &calibration);
-            snapshots.push((r.stats.ok_or("a recording lock returned no statistics")?, r.elapsed));
-        }
-        recorded.push(snapshots);
+    let mut results = Vec::new();
+    for (scenario, (timed, recording)) in SCENARIOS.iter().zip(throughput.iter().zip(&recorded)) {
+        let mut step = |what: &str| progress.step(&format!("{}: {what}", scenario.title));
+        let points = timed.run(&calibration, &mut step)?.points;
+        let stats = recording.run(&calibration, &mut step)?.points;
+        results.push((points, stats));
     }
     progress.finish();
+    drop(keep_alive);
+    let _ = idle_thread.join();
 
     print_pairs(&pair_locks, &mut pair_ns);
     let names: Vec<String> = ours.iter().map(|k| k.name().to_string()).collect();
-    for (s, scenario) in SCENARIOS.iter().enumerate() {
-        print_scenario(2 * s + 2, scenario, &contended_locks, &results[s]);
+    for (s, (scenario, (points, stats))) in SCENARIOS.iter().zip(&results).enumerate() {
+        print_scenario(2 * s + 2, scenario, points);
         println!("{}. The lockmeter report of our locks, {} (one recording run each)\n", 2 * s + 3, scenario.title);
-        let rows: Vec<Row<'_>> = names
-            .iter()
-            .zip(recorded[s].iter())
-            .map(|(name, (stats, _))| Row { name, stats, call_site: false })
-            .collect();
-        let elapsed = recorded[s].first().map_or(1.0, |(_, e)| e.as_nanos() as f64);
-        print!("{}", report::render(&rows, elapsed));
+        let snapshots = stats.iter().map(|p| p.stats.as_ref().ok_or("a recording run returned no statistics"));
+        let mut rows = Vec::new();
+        for (name, snapshot) in names.iter().zip(snapshots) {
+            rows.push(Row { name, stats: snapshot?, call_site: false });
+        }
+        let elapsed_ns = stats.first().map_or(1.0, |p| p.median_run_seconds * 1e9);
+        print!("{}", report::render(&rows, elapsed_ns));
         println!();
     }
-    let last = 2 * SCENARIOS.len();
-    let histogram_scenario = &SCENARIOS[0];
+
+    let (first, (_, stats)) = (&SCENARIOS[0], &results[0]);
     println!(
         "{}. Wait histogram, {} (acquisition time = 2^bin cycles, seed 000's format)\n",
-        last + 2,
-        histogram_scenario.title
+        2 * SCENARIOS.len() + 2,
+        first.title
     );
-    let wanted = ["adaptive", "futex", "ticket"];
-    let picked: Vec<(&str, &Snapshot)> = ours
-        .iter()
-        .zip(recorded[0].iter())
-        .filter(|(k, _)| wanted.contains(&k.name()))
-        .map(|(k, (s, _))| (k.name(), s))
-        .collect();
-    let titles: Vec<&str> = picked.iter().map(|(n, _)| *n).collect();
-    let histograms: Vec<_> = picked.iter().map(|(_, s)| &s.wait_histogram).collect();
+    let picked: Vec<&PointResult> = stats.iter().filter(|p| ["adaptive", "futex", "ticket"].contains(&p.lock.as_str())).collect();
+    let titles: Vec<&str> = picked.iter().map(|p| p.lock.as_str()).collect();
+    let histograms: Vec<_> = picked.iter().filter_map(|p| p.stats.as_ref().map(|s| &s.wait_histogram)).collect();
     print!("{}", render_side_by_side(&titles, &histograms));
     println!();
-    drop(_keep_alive);
-    let _ = idle_thread.join();
-    println!("Next: `lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
+    println!("Next: `lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
+    println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
     Ok(())
 }
 
@@ -165,34 +157,26 @@ fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {
     println!();
 }
 
-fn print_scenario(number: usize, scenario: &Scenario, locks: &[LockKind], results: &[Vec<DutyResult>]) {
+fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
     println!("{number}. Contention: {}", scenario.title);
     println!("   {}\n", scenario.why);
-    println!(
-        "{:<16} {:>10} {:>10} {:>11} {:>13}",
-        "lock", "Mops/s", "of limit", "vs best", "fairness"
-    );
-    let mut ops: Vec<f64> = results.iter().map(|r| median(&mut r.iter().map(|x| x.ops_per_sec).collect::<Vec<_>>())).collect();
-    let best_peer = locks
-        .iter()
-        .zip(ops.iter())
-        .filter(|(k, _)| !k.is_ours())
-        .map(|(_, &o)| o)
-        .fold(0.0, f64::max);
-    for (i, kind) in locks.iter().enumerate() {
-        let efficiency = median(&mut results[i].iter().map(|x| x.efficiency()).collect::<Vec<_>>());
-        let fairness = median(&mut results[i].iter().map(|x| x.fairness_spread()).collect::<Vec<_>>());
-        let fairness = if fairness.is_finite() { format!("{fairness:.1}x") } else { "starved".into() };
+    println!("{:<16} {:>10} {:>10} {:>11} {:>13}", "lock", "Mops/s", "of limit", "vs best", "fairness");
+    let is_peer = |p: &PointResult| p.lock.parse::<lockmeter_locks::Algorithm>().is_err();
+    let best_peer = points.iter().filter(|p| is_peer(p)).map(|p| p.ops_per_sec).fold(0.0, f64::max);
+    for p in points {
+        let fairness = match p.per_thread_ops.min {
+            0 => "starved".to_string(),
+            min => format!("{:.1}x", p.per_thread_ops.max as f64 / min as f64),
+        };
         println!(
             "{:<16} {:>10.3} {:>9.0}% {:>10.2}x {:>13}",
-            kind.name(),
-            ops[i] / 1e6,
-            100.0 * efficiency,
-            ops[i] / best_peer.max(f64::MIN_POSITIVE),
+            p.lock,
+            p.ops_per_sec / 1e6,
+            100.0 * p.efficiency.unwrap_or(0.0),
+            p.ops_per_sec / best_peer.max(f64::MIN_POSITIVE),
             fairness
         );
     }
-    ops.clear();
     println!("   (\"of limit\": of min(min(threads, cores) / period, 1 / critical section); \"vs best\": against the best peer;");
     println!("    fairness: most / fewest operations of any thread)\n");
 }

@@ -117,6 +117,23 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Draw the plots of a saved `lockmeter bench --format json` report,
+    /// without running it again.
+    ///
+    /// Example: lockmeter plot duty.json --throughput duty.png --histogram hist.svg --threads 16
+    Plot {
+        /// A report written by `lockmeter bench --format json`.
+        report: std::path::PathBuf,
+        /// Throughput against threads, to FILE.svg or FILE.png.
+        #[arg(long, value_name = "FILE")]
+        throughput: Option<std::path::PathBuf>,
+        /// The acquisition-time histogram of every lock, to FILE.svg or FILE.png.
+        #[arg(long, value_name = "FILE")]
+        histogram: Option<std::path::PathBuf>,
+        /// Thread count whose histogram to draw [default: the largest].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        threads: Option<u64>,
+    },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
 }
@@ -178,6 +195,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             bench::run(options)
+        }
+        Command::Plot { report, throughput, histogram, threads } => {
+            bench::plot_saved(&report, throughput.as_deref(), histogram.as_deref(), threads.map(|t| t as usize))
         }
         Command::Algorithms => {
             for a in Algorithm::ALL {

@@ -150,3 +150,30 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
     assert_ne!(out.status.code(), Some(0));
     assert!(err.contains("must end in .svg or .png"), "{err}");
 }
+
+#[test]
+fn plot_redraws_a_saved_report_and_rejects_other_files() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-replot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sem.json");
+    let out = lockmeter()
+        .args(["bench", "sem", "--quick", "--locks", "adaptive,std", "--format", "json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (svg, png) = (dir.join("again.svg"), dir.join("hist.png"));
+    let out = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&svg).arg("--histogram").arg(&png).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("adaptive"));
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    // A truncated report is a one-line error, not a panic.
+    let bytes = std::fs::read(&json).unwrap();
+    std::fs::write(&json, &bytes[..bytes.len() / 2]).unwrap();
+    let out = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&svg).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a lockmeter bench JSON report"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
