@@ -65,6 +65,10 @@ const MAX_SPIN_NS: u32 = 100_000;
 /// The budget never shrinks below this: short spins are nearly free and
 /// cover the common sub-microsecond critical section.
 const MIN_SPIN_NS: u32 = 2_000;
+/// How long a waiter queued behind the spinner reads the word before it
+/// sleeps: about the cost of a futex sleep and wake-up, which it saves when
+/// the critical section is short.
+const QUEUED_SPIN_NS: u64 = 2_000;
 /// Budget of a fresh lock (a zeroed budget field reads as this).
 const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
 
@@ -226,6 +230,20 @@ impl<R: Recorder> RawAdaptive<R> {
                 continue;
             }
 
+            // Somebody else spins on the owner: queue behind it briefly
+            // instead of sleeping at once (the rest of the OSQ idea: a queued
+            // spinner only reads, so it adds no cache-line traffic). Most
+            // critical sections are shorter than a sleep and a wake-up.
+            if may_spin {
+                may_spin = false;
+                spun = true;
+                let keep = if slept { WAITERS } else { 0 };
+                if self.wait_behind_spinner(tid | keep) {
+                    return self.acquired_after_wait(slept, wait_start);
+                }
+                continue;
+            }
+
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.give_up(slept, wait_start);
             }
@@ -329,6 +347,25 @@ impl<R: Recorder> RawAdaptive<R> {
             if budget.exhausted() {
                 self.spin_budget_spent();
                 return SpinEnd::BudgetSpent;
+            }
+            spin_hint();
+        }
+    }
+
+    /// Waits, reading only, while another thread holds the spinner slot,
+    /// for at most QUEUED_SPIN_NS; takes the lock if it is seen free.
+    fn wait_behind_spinner(&self, new_word: u32) -> bool {
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(QUEUED_SPIN_NS));
+        loop {
+            let word = self.word.load(Ordering::Relaxed);
+            if word & OWNER_MASK == 0 {
+                return self
+                    .word
+                    .compare_exchange(word, new_word | (word & WAITERS), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok();
+            }
+            if budget.exhausted() || !config::spinning_enabled() {
+                return false;
             }
             spin_hint();
         }
