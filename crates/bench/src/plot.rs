@@ -60,11 +60,20 @@ fn with_backend(
 ) -> Result<(), String> {
     register_font()?;
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => draw(SVGBackend::new(path, size).into_drawing_area()),
-        Some("png") => draw_png(BitMapBackend::new(path, size).into_drawing_area()),
-        _ => Err(format!("{}: the plot file must end in .svg or .png", path.display())),
+    // Drawn to a temporary file beside the target, then renamed: a reader
+    // never sees half a plot.
+    let name = path.file_name().map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
+    let temp = path.with_file_name(format!(".{name}.tmp.{}.{}", std::process::id(), ext.as_deref().unwrap_or("")));
+    let drawn = match ext.as_deref() {
+        Some("svg") => draw(SVGBackend::new(&temp, size).into_drawing_area()),
+        Some("png") => draw_png(BitMapBackend::new(&temp, size).into_drawing_area()),
+        _ => return Err(format!("{}: the plot file must end in .svg or .png", path.display())),
+    };
+    let result = drawn.and_then(|()| std::fs::rename(&temp, path).map_err(|e| format!("writing {}: {e}", path.display())));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
     }
+    result
 }
 
 /// Throughput against threads: a panel per (period, duty), a line per lock.

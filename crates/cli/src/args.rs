@@ -24,7 +24,7 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     if !value.is_finite() || value < 0.0 {
         return Err(format!("'{text}' is not a duration (it must be zero or positive)"));
     }
-    Ok(Duration::from_secs_f64(value * scale))
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("'{text}' is too long a duration"))
 }
 
 /// A duration that must be longer than zero.
@@ -103,7 +103,10 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
     let temp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
-    std::fs::write(&temp, bytes).map_err(|e| format!("writing {}: {e}", temp.display()))?;
+    std::fs::write(&temp, bytes).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!("writing {}: {e}", path.display())
+    })?;
     std::fs::rename(&temp, path).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
         format!("writing {}: {e}", path.display())
@@ -125,6 +128,7 @@ mod tests {
         assert!(duration("-1s").is_err());
         assert!(duration("NaNs").is_err());
         assert!(positive_duration("0s").is_err());
+        assert!(duration("100000000000000000000").unwrap_err().contains("too long"));
     }
 
     #[test]

@@ -63,6 +63,23 @@ pub fn validate(o: &Options) -> Result<(), String> {
             return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
         }
     }
+    // Fail before a long run, not after it.
+    for path in [&o.output, &o.plot, &o.plot_histogram].into_iter().flatten() {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(format!("{}: directory {} does not exist", path.display(), parent.display()));
+        }
+    }
+    if let Some(fs) = &o.fs {
+        if !fs.is_dir() {
+            return Err(format!("--fs {}: not a directory", fs.display()));
+        }
+    }
+    if let (Some(t), Some(threads)) = (o.histogram_threads, &o.threads) {
+        if !threads.contains(&t) {
+            return Err(format!("--histogram-threads {t} is not one of --threads"));
+        }
+    }
     Ok(())
 }
 
@@ -95,7 +112,13 @@ pub fn run(o: Options) -> Result<(), String> {
         Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n",
     };
     match &o.output {
-        Some(path) => write_atomically(path, text.as_bytes())?,
+        Some(path) => {
+            if let Err(e) = write_atomically(path, text.as_bytes()) {
+                // Keep the results of a long run: print them instead.
+                print!("{text}");
+                return Err(e);
+            }
+        }
         None => print!("{text}"),
     }
     draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)

@@ -119,13 +119,19 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     for (s, (scenario, (points, stats))) in SCENARIOS.iter().zip(&results).enumerate() {
         print_scenario(2 * s + 2, scenario, points);
         println!("{}. The lockmeter report of our locks, {} (one recording run each)\n", 2 * s + 3, scenario.title);
-        let snapshots = stats.iter().map(|p| p.stats.as_ref().ok_or("a recording run returned no statistics"));
-        let mut rows = Vec::new();
-        for (name, snapshot) in names.iter().zip(snapshots) {
-            rows.push(Row { name, stats: snapshot?, call_site: false });
+        // Each row over its own run's length (UTIL's denominator).
+        for (i, (name, point)) in names.iter().zip(stats).enumerate() {
+            let snapshot = point.stats.as_ref().ok_or("a recording run returned no statistics")?;
+            let text = report::render(&[Row { name, stats: snapshot, call_site: false }], point.median_run_seconds * 1e9);
+            let mut lines = text.lines();
+            let header = lines.next().unwrap_or_default();
+            if i == 0 {
+                println!("{header}");
+            }
+            for line in lines {
+                println!("{line}");
+            }
         }
-        let elapsed_ns = stats.first().map_or(1.0, |p| p.median_run_seconds * 1e9);
-        print!("{}", report::render(&rows, elapsed_ns));
         println!();
     }
 

@@ -148,7 +148,21 @@ fn algorithms_help() -> String {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line, like every other error; --help has the rest.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: invalid arguments").trim_start_matches("error: ");
+            eprintln!("lockmeter: error: {first} (see lockmeter --help)");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Demo { rounds, run, quick } => {
             let settings = if quick {

@@ -139,11 +139,16 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--seconds", "0"], "longer than zero"),
         (vec!["bench", "sem", "--duty", "8"], "only apply to the duty workload"),
         (vec!["bench", "tea"], "invalid value 'tea'"),
+        (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
+        (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "does not exist"),
+        (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
+        (vec!["bench", "duty", "--threads", "2", "--histogram-threads", "4"], "not one of --threads"),
     ] {
         let out = lockmeter().args(&args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
     }
     let out = lockmeter().args(["bench", "duty", "--quick", "--plot", "/tmp/plot.gif", "--locks", "adaptive"]).output().unwrap();
     let err = String::from_utf8(out.stderr).unwrap();
