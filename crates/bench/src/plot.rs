@@ -124,28 +124,14 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
                 locks.push(&p.lock);
             }
         }
-        for (i, lock) in locks.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
-            let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } };
-            let series: Vec<(f64, f64)> = points
-                .iter()
-                .filter(|p| p.lock == *lock)
-                .map(|p| (p.threads as f64, p.ops_per_sec / 1e6))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(series.clone(), style).point_size(3))
-                .map_err(err)?
-                .label(*lock)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
+        let lines: Vec<(&str, Vec<(f64, f64)>)> = locks
+            .iter()
+            .map(|lock| {
+                let series = points.iter().filter(|p| p.lock == *lock).map(|p| (p.threads as f64, p.ops_per_sec / 1e6));
+                (*lock, series.collect())
+            })
+            .collect();
+        draw_lines(&mut chart, lines, 3).map_err(err)?;
     }
     root.present().map_err(err)
 }
@@ -207,14 +193,29 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
         .y_label_formatter(&|y| format!("{y:.0}%"))
         .draw()
         .map_err(err)?;
-    for (i, p) in points.iter().enumerate() {
+    let lines: Vec<(&str, Vec<(f64, f64)>)> =
+        points.iter().map(|p| (p.lock.as_str(), (lowest..highest).map(|b| (b as f64, share(p, b))).collect())).collect();
+    draw_lines(&mut chart, lines, 2).map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Draws one line per lock (thick for ours, thin for the peers) and the
+/// legend.
+fn draw_lines<'a, DB: DrawingBackend + 'a, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    lines: Vec<(&str, Vec<(f64, f64)>)>,
+    point_size: u32,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (lock, series)) in lines.into_iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
-        let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(&p.lock) { 3 } else { 1 } };
-        let series: Vec<(f64, f64)> = (lowest..highest).map(|b| (b as f64, share(p, b))).collect();
+        let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } };
         chart
-            .draw_series(LineSeries::new(series, style).point_size(2))
-            .map_err(err)?
-            .label(p.lock.as_str())
+            .draw_series(LineSeries::new(series, style).point_size(point_size))?
+            .label(lock)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
     }
     chart
@@ -224,6 +225,4 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
 }

@@ -139,12 +139,25 @@ fn draw_plots(report: &Report, throughput: Option<&Path>, histogram: Option<&Pat
 }
 
 /// `lockmeter plot`: the plots of a saved JSON report.
-pub fn plot_saved(report: &Path, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
+pub fn plot_saved(
+    report: &Path,
+    throughput: Option<&Path>,
+    histogram: Option<&Path>,
+    threads: Option<usize>,
+    locks: Option<&str>,
+) -> Result<(), String> {
     if throughput.is_none() && histogram.is_none() {
         return Err("nothing to draw: give --throughput FILE and/or --histogram FILE".into());
     }
     let text = std::fs::read_to_string(report).map_err(|e| format!("reading {}: {e}", report.display()))?;
-    let report: Report =
+    let mut report: Report =
         serde_json::from_str(&text).map_err(|e| format!("reading {}: not a lockmeter bench JSON report ({e})", report.display()))?;
+    if let Some(locks) = locks {
+        let wanted: Vec<&str> = locks.split(',').map(str::trim).filter(|l| !l.is_empty()).collect();
+        if let Some(missing) = wanted.iter().find(|l| !report.points.iter().any(|p| p.lock == **l)) {
+            return Err(format!("--locks: '{missing}' is not in the report"));
+        }
+        report.points.retain(|p| wanted.contains(&p.lock.as_str()));
+    }
     draw_plots(&report, throughput, histogram, threads)
 }

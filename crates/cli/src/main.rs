@@ -120,7 +120,7 @@ enum Command {
     /// Draw the plots of a saved `lockmeter bench --format json` report,
     /// without running it again.
     ///
-    /// Example: lockmeter plot duty.json --throughput duty.png --histogram hist.svg --threads 16
+    /// Example: lockmeter plot duty.json --histogram hist.svg --threads 16 --locks adaptive,futex,parking_lot
     Plot {
         /// A report written by `lockmeter bench --format json`.
         report: std::path::PathBuf,
@@ -133,6 +133,9 @@ enum Command {
         /// Thread count whose histogram to draw [default: the largest].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         threads: Option<u64>,
+        /// Draw only these locks (comma-separated names from the report).
+        #[arg(long)]
+        locks: Option<String>,
     },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
@@ -210,9 +213,13 @@ fn main() -> ExitCode {
             }
             bench::run(options)
         }
-        Command::Plot { report, throughput, histogram, threads } => {
-            bench::plot_saved(&report, throughput.as_deref(), histogram.as_deref(), threads.map(|t| t as usize))
-        }
+        Command::Plot { report, throughput, histogram, threads, locks } => bench::plot_saved(
+            &report,
+            throughput.as_deref(),
+            histogram.as_deref(),
+            threads.map(|t| t as usize),
+            locks.as_deref(),
+        ),
         Command::Algorithms => {
             for a in Algorithm::ALL {
                 println!("{:<10} {}", a.name(), a.summary());

@@ -172,6 +172,14 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read_to_string(&svg).unwrap().contains("adaptive"));
     assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    // Chosen locks only.
+    let only = dir.join("only.svg");
+    let out = lockmeter().arg("plot").arg(&json).arg("--histogram").arg(&only).args(["--locks", "std"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&only).unwrap();
+    assert!(text.contains("std") && !text.contains("adaptive"), "only std is drawn");
+    let out = lockmeter().arg("plot").arg(&json).arg("--histogram").arg(&only).args(["--locks", "ticket"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'ticket' is not in the report"));
     // A truncated report is a one-line error, not a panic.
     let bytes = std::fs::read(&json).unwrap();
     std::fs::write(&json, &bytes[..bytes.len() / 2]).unwrap();
