@@ -146,7 +146,7 @@ impl<R: Recorder> RawPi<R> {
 
     /// Whether the lock is held.
     pub fn is_locked(&self) -> bool {
-        self.word.load(Ordering::Relaxed) & libc::FUTEX_TID_MASK as u32 != 0
+        self.word.load(Ordering::Relaxed) & libc::FUTEX_TID_MASK != 0
     }
 }
 

@@ -254,7 +254,10 @@ fn slot_for(lock: usize, ticket: u32) -> &'static Slot {
     // executions: there, slots are keyed by ticket alone (which still lets
     // different tickets collide, as SLOTS is small).
     #[cfg(loom)]
-    let lock = lock & 0;
+    let lock = {
+        let _ = lock;
+        0usize
+    };
     // Fibonacci hashing of (lock address, ticket).
     let key = (lock as u64 >> 4) ^ (ticket as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let index = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
