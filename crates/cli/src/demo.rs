@@ -18,6 +18,24 @@ pub struct Settings {
     pub run: Duration,
     /// Lock+unlock pairs per uncontended measurement.
     pub pairs: u64,
+    /// Where to draw the scaling plot.
+    pub plot: std::path::PathBuf,
+}
+
+/// The scaling sweep: seed 003's semaphore test over thread counts, for a
+/// few locks, drawn as a plot.
+fn scaling_sweep(settings: &Settings) -> Experiment {
+    let names = ["adaptive", "ticket", "mcs", "spin", "glibc", "glibc-adaptive", "std", "parking_lot"];
+    Experiment {
+        workload: Workload::Sem,
+        locks: names.iter().map(|n| n.parse().expect("known lock")).collect(),
+        threads: vec![1, 2, 4, 16, 64],
+        periods_ns: vec![],
+        duties_pct: vec![],
+        run: settings.run / 3,
+        repeat: settings.rounds as usize,
+        recording: Recording::Counts,
+    }
 }
 
 /// A contended scenario of the demo: one point of `lockmeter bench duty`.
@@ -93,7 +111,10 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let throughput: Vec<Experiment> =
         SCENARIOS.iter().map(|s| s.experiment(all_locks(), settings, rounds, Recording::Counts)).collect();
     let recorded: Vec<Experiment> = SCENARIOS.iter().map(|s| s.experiment(ours.clone(), settings, 1, Recording::Full)).collect();
-    let steps = rounds * pair_locks.len() + throughput.iter().chain(&recorded).map(Experiment::total_runs).sum::<usize>();
+    let sweep = scaling_sweep(settings);
+    let steps = rounds * pair_locks.len()
+        + throughput.iter().chain(&recorded).map(Experiment::total_runs).sum::<usize>()
+        + sweep.total_runs();
     let mut progress = Progress::new(steps);
 
     let mut pair_ns: Vec<Vec<f64>> = vec![Vec::new(); pair_locks.len()];
@@ -110,6 +131,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         let stats = recording.run(&calibration, &mut step)?.points;
         results.push((points, stats));
     }
+    let scaling = sweep.run(&calibration, |what| progress.step(&format!("scaling: {what}")))?;
     progress.finish();
     drop(keep_alive);
     let _ = idle_thread.join();
@@ -146,6 +168,14 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let histograms: Vec<_> = picked.iter().filter_map(|p| p.stats.as_ref().map(|s| &s.wait_histogram)).collect();
     print!("{}", render_side_by_side(&titles, &histograms));
     println!();
+
+    println!(
+        "{}. Scaling: seed 003's semaphore test (lock, bump a counter, unlock) from 1 to 64 threads",
+        2 * SCENARIOS.len() + 3
+    );
+    println!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
+    lockmeter_bench::plot::throughput(&scaling, &settings.plot)?;
+    println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
     println!("Next: `lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
     Ok(())

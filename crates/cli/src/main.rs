@@ -40,7 +40,8 @@ enum Command {
     /// by side in one process, interleaved (every lock runs once before any
     /// runs twice), and prints medians: the cost of an uncontended
     /// lock+unlock pair, throughput and fairness under contention, the
-    /// lockmeter report of each of our locks, and seed 000's wait histogram.
+    /// lockmeter report of each of our locks, seed 000's wait histogram, and
+    /// seed 003's scaling test drawn as a plot (lockmeter-demo.svg).
     Demo {
         /// Rounds of every measurement (medians are over rounds).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
@@ -52,6 +53,9 @@ enum Command {
         /// measures nothing worth quoting.
         #[arg(long)]
         quick: bool,
+        /// Where to draw the scaling plot (.svg or .png).
+        #[arg(long, value_name = "FILE", default_value = "lockmeter-demo.svg")]
+        plot: std::path::PathBuf,
     },
     /// Reproduce the seeds' experiments: our locks against the peers, in
     /// one process, interleaved, with tables, JSON/CSV and plots.
@@ -167,11 +171,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Demo { rounds, run, quick } => {
+        Command::Demo { rounds, run, quick, plot } => {
             let settings = if quick {
-                demo::Settings { rounds: 1, run: std::time::Duration::from_millis(50), pairs: 200_000 }
+                demo::Settings { rounds: 1, run: std::time::Duration::from_millis(50), pairs: 200_000, plot }
             } else {
-                demo::Settings { rounds, run, pairs: 2_000_000 }
+                demo::Settings { rounds, run, pairs: 2_000_000, plot }
             };
             demo::run(&settings)
         }

@@ -41,9 +41,13 @@ fn bad_input_is_one_line_and_non_zero() {
 /// contention scenarios with every lock, our reports and the histogram.
 #[test]
 fn quick_demo_shows_every_section() {
-    let out = lockmeter().args(["demo", "--quick"]).output().unwrap();
+    let plot = std::env::temp_dir().join(format!("lockmeter-demo-{}.svg", std::process::id()));
+    let out = lockmeter().args(["demo", "--quick", "--plot"]).arg(&plot).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
+    let svg = std::fs::read_to_string(&plot).expect("the demo draws its plot");
+    assert!(svg.contains("<svg") && svg.contains("parking_lot"));
+    std::fs::remove_file(&plot).unwrap();
     for section in [
         "1. Uncontended lock+unlock pair",
         "2. Contention: microsecond critical sections",
@@ -51,6 +55,7 @@ fn quick_demo_shows_every_section() {
         "4. Contention: oversubscribed",
         "5. The lockmeter report of our locks, oversubscribed",
         "6. Wait histogram",
+        "7. Scaling: seed 003's semaphore test",
     ] {
         assert!(text.contains(section), "missing '{section}':\n{text}");
     }
