@@ -101,27 +101,16 @@ enum SpinEnd {
 }
 
 impl<R: Recorder> RawAdaptive<R> {
-    #[cfg(not(loom))]
-    /// An unlocked mutex.
-    pub const fn new() -> Self {
-        RawAdaptive {
-            word: AtomicU32::new(0),
-            spinner: AtomicU32::new(0),
-            handoff: AtomicU32::new(0),
-            spin_budget_ns: AtomicU32::new(0),
-            recorder: R::INIT,
-        }
-    }
-
-    #[cfg(loom)]
-    /// An unlocked mutex.
-    pub fn new() -> Self {
-        RawAdaptive {
-            word: AtomicU32::new(0),
-            spinner: AtomicU32::new(0),
-            handoff: AtomicU32::new(0),
-            spin_budget_ns: AtomicU32::new(0),
-            recorder: R::INIT,
+    crate::sync::const_unless_loom! {
+        /// An unlocked mutex.
+        pub fn new() -> Self {
+            RawAdaptive {
+                word: AtomicU32::new(0),
+                spinner: AtomicU32::new(0),
+                handoff: AtomicU32::new(0),
+                spin_budget_ns: AtomicU32::new(0),
+                recorder: R::INIT,
+            }
         }
     }
 

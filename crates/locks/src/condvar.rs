@@ -33,15 +33,11 @@ pub enum WaitResult {
 }
 
 impl Condvar {
-    #[cfg(not(loom))]
-    /// A condition variable nobody waits on.
-    pub const fn new() -> Self {
-        Condvar { sequence: AtomicU32::new(0), waiters: AtomicU32::new(0) }
-    }
-    #[cfg(loom)]
-    /// A condition variable nobody waits on.
-    pub fn new() -> Self {
-        Condvar { sequence: AtomicU32::new(0), waiters: AtomicU32::new(0) }
+    crate::sync::const_unless_loom! {
+        /// A condition variable nobody waits on.
+        pub fn new() -> Self {
+            Condvar { sequence: AtomicU32::new(0), waiters: AtomicU32::new(0) }
+        }
     }
 
     /// Releases `mutex`, waits for a notification (or `deadline`), and

@@ -24,15 +24,11 @@ pub struct RawFutex<R: Recorder = NoStats> {
 }
 
 impl<R: Recorder> RawFutex<R> {
-    #[cfg(not(loom))]
-    /// An unlocked mutex.
-    pub const fn new() -> Self {
-        RawFutex { word: AtomicU32::new(UNLOCKED), recorder: R::INIT }
-    }
-    #[cfg(loom)]
-    /// An unlocked mutex.
-    pub fn new() -> Self {
-        RawFutex { word: AtomicU32::new(UNLOCKED), recorder: R::INIT }
+    crate::sync::const_unless_loom! {
+        /// An unlocked mutex.
+        pub fn new() -> Self {
+            RawFutex { word: AtomicU32::new(UNLOCKED), recorder: R::INIT }
+        }
     }
 
     /// The statistics recorder.

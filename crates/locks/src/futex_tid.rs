@@ -21,15 +21,11 @@ pub struct RawFutexTid<R: Recorder = NoStats> {
 }
 
 impl<R: Recorder> RawFutexTid<R> {
-    #[cfg(not(loom))]
-    /// An unlocked mutex.
-    pub const fn new() -> Self {
-        RawFutexTid { word: AtomicU32::new(0), recorder: R::INIT }
-    }
-    #[cfg(loom)]
-    /// An unlocked mutex.
-    pub fn new() -> Self {
-        RawFutexTid { word: AtomicU32::new(0), recorder: R::INIT }
+    crate::sync::const_unless_loom! {
+        /// An unlocked mutex.
+        pub fn new() -> Self {
+            RawFutexTid { word: AtomicU32::new(0), recorder: R::INIT }
+        }
     }
 
     /// The statistics recorder.

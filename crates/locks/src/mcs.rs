@@ -53,15 +53,11 @@ unsafe impl<R: Recorder> Send for RawMcs<R> {}
 unsafe impl<R: Recorder> Sync for RawMcs<R> {}
 
 impl<R: Recorder> RawMcs<R> {
-    #[cfg(not(loom))]
-    /// An unlocked lock.
-    pub const fn new() -> Self {
-        RawMcs { tail: AtomicPtr::new(ptr::null_mut()), holder: AtomicPtr::new(ptr::null_mut()), recorder: R::INIT }
-    }
-    #[cfg(loom)]
-    /// An unlocked lock.
-    pub fn new() -> Self {
-        RawMcs { tail: AtomicPtr::new(ptr::null_mut()), holder: AtomicPtr::new(ptr::null_mut()), recorder: R::INIT }
+    crate::sync::const_unless_loom! {
+        /// An unlocked lock.
+        pub fn new() -> Self {
+            RawMcs { tail: AtomicPtr::new(ptr::null_mut()), holder: AtomicPtr::new(ptr::null_mut()), recorder: R::INIT }
+        }
     }
 
     /// The statistics recorder.

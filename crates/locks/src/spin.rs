@@ -24,15 +24,11 @@ pub struct RawSpin<R: Recorder = NoStats> {
 }
 
 impl<R: Recorder> RawSpin<R> {
-    #[cfg(not(loom))]
-    /// An unlocked lock.
-    pub const fn new() -> Self {
-        RawSpin { word: AtomicU32::new(0), recorder: R::INIT }
-    }
-    #[cfg(loom)]
-    /// An unlocked lock.
-    pub fn new() -> Self {
-        RawSpin { word: AtomicU32::new(0), recorder: R::INIT }
+    crate::sync::const_unless_loom! {
+        /// An unlocked lock.
+        pub fn new() -> Self {
+            RawSpin { word: AtomicU32::new(0), recorder: R::INIT }
+        }
     }
 
     /// The statistics recorder.

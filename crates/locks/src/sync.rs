@@ -31,6 +31,21 @@ pub(crate) const MODEL_SPIN_LIMIT: Option<u32> = Some(2);
 
 pub(crate) use crate::futex::{wait as futex_wait, wake as futex_wake, WaitOutcome};
 
+/// Declares a constructor once: `const` normally (lock_api needs a constant
+/// `INIT`), plain under loom, whose atomics cannot be built in a constant.
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident() -> $ret:ty $body:block) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $name() -> $ret $body
+
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $name() -> $ret $body
+    };
+}
+pub(crate) use const_unless_loom;
+
 #[cfg(not(loom))]
 thread_local! {
     /// This thread's kernel id, 0 until first asked for.

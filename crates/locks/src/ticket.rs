@@ -58,24 +58,15 @@ pub struct RawTicket<R: Recorder = NoStats> {
 }
 
 impl<R: Recorder> RawTicket<R> {
-    #[cfg(not(loom))]
-    /// An unlocked lock.
-    pub const fn new() -> Self {
-        RawTicket {
-            next_ticket: AtomicU32::new(0),
-            serving: AtomicU32::new(0),
-            delay_factor: AtomicU32::new(0),
-            recorder: R::INIT,
-        }
-    }
-    #[cfg(loom)]
-    /// An unlocked lock.
-    pub fn new() -> Self {
-        RawTicket {
-            next_ticket: AtomicU32::new(0),
-            serving: AtomicU32::new(0),
-            delay_factor: AtomicU32::new(0),
-            recorder: R::INIT,
+    crate::sync::const_unless_loom! {
+        /// An unlocked lock.
+        pub fn new() -> Self {
+            RawTicket {
+                next_ticket: AtomicU32::new(0),
+                serving: AtomicU32::new(0),
+                delay_factor: AtomicU32::new(0),
+                recorder: R::INIT,
+            }
         }
     }
 
