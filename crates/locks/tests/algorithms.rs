@@ -2,6 +2,8 @@
 //! 64 threads are oversubscribed): mutual exclusion, trylock, timeouts,
 //! condvar wake-ups, and adaptive's starvation bound.
 
+#![cfg(not(loom))]
+
 use lock_api::{RawMutex, RawMutexTimed};
 use lockmeter_locks::*;
 use std::cell::UnsafeCell;

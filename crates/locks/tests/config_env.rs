@@ -1,6 +1,8 @@
 //! The run-time switches read from the environment (own binary: the
 //! environment is read once per process).
 
+#![cfg(not(loom))]
+
 use lockmeter_locks::config;
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! woken and then gives up must pass the wake on, or the untimed sleepers
 //! behind it sleep forever once the others stop contending.
 
+#![cfg(not(loom))]
+
 use lock_api::RawMutexTimed;
 use lockmeter_locks::{config, RawAdaptive, RawFutex, RawFutexTid, RawPi, RawSpin};
 use std::sync::Arc;
