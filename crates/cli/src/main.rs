@@ -4,6 +4,7 @@ mod args;
 mod bench;
 mod demo;
 mod progress;
+mod run;
 
 use clap::{Parser, Subcommand};
 use lockmeter_bench::LockKind;
@@ -141,8 +142,77 @@ enum Command {
         #[arg(long)]
         locks: Option<String>,
     },
+    /// Profile an unmodified program's pthread locks: which locks hurt,
+    /// where, and how much.
+    ///
+    /// Runs CMD with liblockmeter.so preloaded. glibc's mutexes, rwlocks,
+    /// spinlocks, condvars and semaphores keep working exactly as before;
+    /// each acquisition is counted per lock and per call site. When CMD
+    /// exits, the lockmeter table goes to stderr (or -o FILE): per lock UTIL,
+    /// CON, HOLD mean(max), WAIT mean(max), TOTAL, NOWAIT, REJECT and NAME
+    /// (the variable's symbol, or heap@SITE for a lock on the heap), the
+    /// call sites that waited and those that held (with the waiter-weighted
+    /// delay they caused), seed 000's log2-cycle wait histogram, and the
+    /// profiler's own health. Every process of the tree gets its own
+    /// profile. CMD's exit status is lockmeter's (128+N if a signal killed it).
+    ///
+    /// Examples:
+    ///   lockmeter run -- ./server --threads 8
+    ///   lockmeter run -o prof.json --format json -- make -j4
+    ///   lockmeter run --frames 8 --format flamegraph -o waits.svg -- ./db_bench
+    ///   lockmeter run --interval 5s -- ./long-running-daemon
+    #[command(verbatim_doc_comment)]
+    Run {
+        /// Write the profile here instead of stderr (other processes of the
+        /// tree: FILE with their pid before the extension).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: run::Format,
+        /// Capture up to N frames of the stack of each contended acquisition.
+        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32))]
+        frames: u64,
+        /// Order of locks: wait, hold, contended or acquisitions.
+        #[arg(long, default_value = "wait", value_parser = sort_key)]
+        sort: lockmeter_stats::profile::SortKey,
+        /// Hide locks that waited less than this in total, e.g. 1ms.
+        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
+        min_wait: std::time::Duration,
+        /// Also report every DUR while CMD runs (for long-running servers).
+        #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
+        interval: Option<std::time::Duration>,
+        /// The program and its arguments (after --).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Render a saved profile (from `lockmeter run -o FILE --format json`
+    /// or LOCKMETER_OUTPUT) in any format.
+    ///
+    /// Example: lockmeter report prof.json --format pprof -o prof.pb.gz
+    Report {
+        /// The profile (JSON).
+        file: std::path::PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: run::Format,
+        /// Write here instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// Order of locks: wait, hold, contended or acquisitions.
+        #[arg(long, default_value = "wait", value_parser = sort_key)]
+        sort: lockmeter_stats::profile::SortKey,
+        /// Hide locks that waited less than this in total, e.g. 1ms.
+        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
+        min_wait: std::time::Duration,
+    },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
+}
+
+fn sort_key(text: &str) -> Result<lockmeter_stats::profile::SortKey, String> {
+    lockmeter_stats::profile::SortKey::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a sort key (wait, hold, contended, acquisitions)"))
 }
 
 fn algorithms_help() -> String {
@@ -224,6 +294,31 @@ fn main() -> ExitCode {
             threads.map(|t| t as usize),
             locks.as_deref(),
         ),
+        Command::Run { output, format, frames, sort, min_wait, interval, command } => {
+            let options = run::RunOptions {
+                command,
+                output,
+                rendering: run::Rendering { format, sort, min_wait },
+                frames: frames as usize,
+                interval,
+            };
+            return match run::run(&options) {
+                Ok(code) => code,
+                Err(failure) => {
+                    eprintln!("lockmeter: error: {}", failure.message);
+                    ExitCode::from(failure.code)
+                }
+            };
+        }
+        Command::Report { file, format, output, sort, min_wait } => {
+            return match run::report(&file, &run::Rendering { format, sort, min_wait }, output.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(failure) => {
+                    eprintln!("lockmeter: error: {}", failure.message);
+                    ExitCode::from(failure.code)
+                }
+            };
+        }
         Command::Algorithms => {
             for a in Algorithm::ALL {
                 println!("{:<10} {}", a.name(), a.summary());

@@ -1,8 +1,15 @@
-//! `liblockmeter.so`: lockmeter's locks for C programs (`include/lockmeter.h`).
+//! `liblockmeter.so`: lockmeter for C programs and for unmodified ones.
 //!
-//! This library will also be what `lockmeter run` preloads into unmodified
-//! programs; today it exports the C ABI of the lock library.
+//! - Linked (`-llockmeter`, `include/lockmeter.h`): the C ABI of the lock
+//!   library (`lm_mutex_*`, `lm_cond_*`).
+//! - Preloaded (`LD_PRELOAD`, which `lockmeter run` sets up): with
+//!   `LOCKMETER_OUTPUT` set, profile mode wraps glibc's pthread lock and
+//!   semaphore functions and writes a profile of every lock when the
+//!   process ends. Without it every wrapper forwards to glibc directly, so
+//!   a program that links the library for the C ABI is unaffected.
 
 mod capi;
+#[cfg(target_arch = "x86_64")]
+pub mod profile;
 
 pub use capi::{LmCond, LmMutex};

@@ -10,6 +10,7 @@
 mod counts;
 pub mod histogram;
 mod lock_stats;
+pub mod profile;
 pub mod report;
 
 pub use counts::{Counts, CountsSnapshot};

@@ -4,7 +4,6 @@
 //! toolkit knows whether a waiter slept or spun.
 
 use crate::lock_stats::{cycles_to_ns, Snapshot};
-use std::fmt::Write as _;
 
 /// One row of the report.
 pub struct Row<'a> {
@@ -14,6 +13,47 @@ pub struct Row<'a> {
     pub stats: &'a Snapshot,
     /// Indent as a call site under the lock above.
     pub call_site: bool,
+}
+
+/// The values of one row, whatever they were measured by.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Columns {
+    /// UTIL, percent.
+    pub util_pct: f64,
+    /// CON, percent.
+    pub con_pct: f64,
+    /// HOLD mean and max, nanoseconds.
+    pub hold_ns: (f64, f64),
+    /// WAIT mean and max, nanoseconds; `None` when nothing waited.
+    pub wait_ns: Option<(f64, f64)>,
+    /// TOTAL.
+    pub total: u64,
+    /// NOWAIT.
+    pub nowait: u64,
+    /// SPIN; `None` when the lock cannot tell (printed `-`).
+    pub spin: Option<u64>,
+    /// SLEEP; `None` when unknown.
+    pub sleep: Option<u64>,
+    /// REJECT.
+    pub reject: u64,
+}
+
+impl Columns {
+    /// The columns of a lock's snapshot over `elapsed_ns`.
+    pub fn of_snapshot(s: &Snapshot, elapsed_ns: f64) -> Columns {
+        let waited = s.contended() != 0 || s.timed_out != 0;
+        Columns {
+            util_pct: s.utilisation_percent(elapsed_ns),
+            con_pct: s.contention_percent(),
+            hold_ns: (s.hold_mean_ns(), cycles_to_ns(s.hold_max_cycles)),
+            wait_ns: waited.then(|| (s.wait_mean_ns(), cycles_to_ns(s.wait_max_cycles))),
+            total: s.acquisitions,
+            nowait: s.no_wait,
+            spin: Some(s.spin),
+            sleep: Some(s.sleep),
+            reject: s.rejected,
+        }
+    }
 }
 
 /// The report's column header.
@@ -30,29 +70,33 @@ pub fn render(rows: &[Row<'_>], elapsed_ns: f64) -> String {
     let mut out = header();
     out.push('\n');
     for row in rows {
-        let s = row.stats;
-        let wait = if s.contended() == 0 && s.timed_out == 0 {
-            format!("{:>18}", "0us")
-        } else {
-            format!("{:>18}", mean_max(s.wait_mean_ns(), cycles_to_ns(s.wait_max_cycles)))
-        };
-        let _ = writeln!(
-            out,
-            "{:>6.2}% {:>6.2}% {:>18} {} {:>10} {:>10} {:>9} {:>9} {:>7}  {}{}",
-            s.utilisation_percent(elapsed_ns),
-            s.contention_percent(),
-            mean_max(s.hold_mean_ns(), cycles_to_ns(s.hold_max_cycles)),
-            wait,
-            s.acquisitions,
-            s.no_wait,
-            s.spin,
-            s.sleep,
-            s.rejected,
-            if row.call_site { "  " } else { "" },
-            row.name
-        );
+        out.push_str(&render_line(&Columns::of_snapshot(row.stats, elapsed_ns), row.name, usize::from(row.call_site)));
+        out.push('\n');
     }
     out
+}
+
+/// One report line (no newline): `indent` levels of two spaces before the name.
+pub fn render_line(c: &Columns, name: &str, indent: usize) -> String {
+    let wait = match c.wait_ns {
+        None => "0us".to_string(),
+        Some((mean, max)) => mean_max(mean, max),
+    };
+    let known = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    format!(
+        "{:>6.2}% {:>6.2}% {:>18} {:>18} {:>10} {:>10} {:>9} {:>9} {:>7}  {}{}",
+        c.util_pct,
+        c.con_pct,
+        mean_max(c.hold_ns.0, c.hold_ns.1),
+        wait,
+        c.total,
+        c.nowait,
+        known(c.spin),
+        known(c.sleep),
+        c.reject,
+        "  ".repeat(indent),
+        name
+    )
 }
 
 /// "5.2us(  2014us)": seed 004's mean(max) in microseconds.

@@ -1,0 +1,375 @@
+//! `lockmeter run -- CMD` and `lockmeter report FILE`: profile an
+//! unmodified program through the preloaded library, and render profiles.
+
+use crate::args::write_atomically;
+use lockmeter_stats::profile::{self, Profile, SortKey, TableOptions};
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+/// Output formats of a profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The lockmeter table (seed 004's layout), histograms and health.
+    Table,
+    /// The JSON contract (see the README).
+    Json,
+    /// One row per lock, rwlock side and call site.
+    Csv,
+    /// Folded stacks weighted by nanoseconds waited (flamegraph.pl, speedscope).
+    Folded,
+    /// Gzipped protobuf for go tool pprof, Pyroscope, Parca (needs -o).
+    Pprof,
+    /// A flame graph SVG of the wait time (needs -o).
+    Flamegraph,
+}
+
+impl Format {
+    fn binary(self) -> bool {
+        matches!(self, Format::Pprof | Format::Flamegraph)
+    }
+}
+
+/// How to show profiles.
+pub struct Rendering {
+    pub format: Format,
+    pub sort: SortKey,
+    pub min_wait: Duration,
+}
+
+/// The profile in the chosen format.
+pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, String> {
+    Ok(match rendering.format {
+        Format::Table => {
+            let options = TableOptions { sort: rendering.sort, min_wait_ns: rendering.min_wait.as_nanos() as u64, ..TableOptions::default() };
+            profile::render_table(profile, &options).into_bytes()
+        }
+        Format::Json => {
+            let mut text = profile.to_json();
+            text.push('\n');
+            text.into_bytes()
+        }
+        Format::Csv => profile::to_csv(profile).into_bytes(),
+        Format::Folded => profile::to_folded(profile).into_bytes(),
+        Format::Pprof => profile::to_pprof(profile),
+        Format::Flamegraph => profile::to_flamegraph(profile)?,
+    })
+}
+
+/// `lockmeter report`.
+pub fn report(file: &Path, rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
+    if rendering.format.binary() && output.is_none() {
+        return Err(Failure::usage(format!("--format {:?} writes a binary file: give -o FILE", rendering.format).to_lowercase()));
+    }
+    let profile = Profile::load(file).map_err(|e| Failure::usage(e.0))?;
+    let bytes = render(&profile, rendering).map_err(Failure::usage)?;
+    match output {
+        Some(path) => write_atomically(path, &bytes).map_err(Failure::runtime),
+        None => {
+            use std::io::Write as _;
+            std::io::stdout().write_all(&bytes).map_err(|e| Failure::runtime(format!("writing the report: {e}")))
+        }
+    }
+}
+
+/// An error and the exit code it deserves.
+pub struct Failure {
+    pub message: String,
+    pub code: u8,
+}
+
+impl Failure {
+    /// Bad input: exit 2.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: 2 }
+    }
+
+    /// Something failed while working: exit 1.
+    pub fn runtime(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: 1 }
+    }
+}
+
+/// What `lockmeter run` was asked.
+pub struct RunOptions {
+    pub command: Vec<OsString>,
+    pub output: Option<PathBuf>,
+    pub rendering: Rendering,
+    pub frames: usize,
+    pub interval: Option<Duration>,
+}
+
+/// Finds the preload library: `LOCKMETER_LIBRARY`, else next to this
+/// executable (where cargo puts both), else `../lib` from it (an install).
+pub fn library() -> Result<PathBuf, Failure> {
+    if let Some(path) = std::env::var_os("LOCKMETER_LIBRARY") {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Failure::usage(format!("LOCKMETER_LIBRARY={} is not a file", path.display())))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| Failure::runtime(format!("cannot locate lockmeter itself: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for candidate in [dir.join("liblockmeter.so"), dir.join("../lib/liblockmeter.so"), dir.join("../liblockmeter.so")] {
+        if candidate.is_file() {
+            return Ok(candidate.canonicalize().unwrap_or(candidate));
+        }
+    }
+    Err(Failure::usage(format!(
+        "liblockmeter.so is not next to {} (build it with `cargo build --release`, or set LOCKMETER_LIBRARY)",
+        exe.display()
+    )))
+}
+
+/// The program `name` would run as, searched in PATH as a shell does.
+fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
+    let as_path = PathBuf::from(name);
+    let text = name.to_string_lossy();
+    let candidates: Vec<PathBuf> = if text.contains('/') {
+        vec![as_path]
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect())
+            .unwrap_or_default()
+    };
+    let mut found_not_executable = None;
+    for candidate in candidates {
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+            found_not_executable = Some(candidate);
+        }
+    }
+    match found_not_executable {
+        Some(path) => Err(Failure { message: format!("{}: permission denied (not executable)", path.display()), code: 126 }),
+        None => Err(Failure { message: format!("{text}: command not found"), code: 127 }),
+    }
+}
+
+/// Whether `path` is an ELF executable without a program interpreter (a
+/// static binary: LD_PRELOAD cannot reach it).
+fn statically_linked(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else { return false };
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 {
+        return false;
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let (phoff, phentsize, phnum) = (u64_at(32), u16_at(54), u16_at(56));
+    let mut has_interp = false;
+    let mut has_dynamic = false;
+    for i in 0..phnum {
+        let at = phoff + i * phentsize;
+        if at + 4 > bytes.len() {
+            return false;
+        }
+        match u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) {
+            3 => has_interp = true,
+            2 => has_dynamic = true,
+            _ => {}
+        }
+    }
+    !has_interp && !has_dynamic
+}
+
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
+
+/// `out.json` for the root process, `out.PID.json` for the others.
+fn output_for(output: &Path, pid: u32, root: bool) -> PathBuf {
+    if root {
+        return output.to_path_buf();
+    }
+    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match output.extension() {
+        Some(ext) => format!("{stem}.{pid}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{pid}"),
+    };
+    output.with_file_name(name)
+}
+
+/// Profiles in `dir`, the root's first, then by pid.
+fn collect(dir: &Path, root: u32) -> Vec<Result<Profile, String>> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter_map(|p| {
+                    let name = p.file_name()?.to_string_lossy().into_owned();
+                    let pid = name.strip_prefix("profile.")?.strip_suffix(".json")?.parse().ok()?;
+                    Some((pid, p))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by_key(|&(pid, _)| (pid != root, pid));
+    found.into_iter().map(|(_, path)| Profile::load(&path).map_err(|e| e.0)).collect()
+}
+
+/// Removes the scratch directory when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch_dir() -> Result<Scratch, Failure> {
+    let base = std::env::temp_dir();
+    for attempt in 0..100 {
+        let dir = base.join(format!("lockmeter-run.{}.{attempt}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(Scratch(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Failure::runtime(format!("cannot create a directory in {}: {e}", base.display()))),
+        }
+    }
+    Err(Failure::runtime(format!("cannot create a directory in {}", base.display())))
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failure> {
+    let bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
+    match &options.output {
+        Some(output) => write_atomically(&output_for(output, profile.pid, root), &bytes).map_err(Failure::runtime),
+        None => {
+            use std::io::Write as _;
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(&bytes);
+            Ok(())
+        }
+    }
+}
+
+/// `lockmeter run`: returns the program's exit code.
+pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
+    if options.rendering.format.binary() && options.output.is_none() {
+        return Err(Failure::usage(format!("--format {:?} writes a binary file: give -o FILE", options.rendering.format).to_lowercase()));
+    }
+    let Some(program) = options.command.first() else {
+        return Err(Failure::usage("no command given: lockmeter run [OPTIONS] -- CMD [ARGS...]"));
+    };
+    let library = library()?;
+    let path = find_program(program)?;
+    if statically_linked(&path) {
+        eprintln!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
+    }
+    let scratch = scratch_dir()?;
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(existing) if !existing.is_empty() => {
+            let mut value = library.clone().into_os_string();
+            value.push(":");
+            value.push(existing);
+            value
+        }
+        _ => library.clone().into_os_string(),
+    };
+    let mut command = Command::new(program);
+    command
+        .args(&options.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
+        .env_remove("LOCKMETER_ROOT_PID");
+    if options.frames > 0 {
+        command.env("LOCKMETER_FRAMES", options.frames.to_string());
+    }
+    if let Some(interval) = options.interval {
+        command.env("LOCKMETER_INTERVAL", format!("{}ms", interval.as_millis().max(1)));
+    }
+    // Like time(1): ^C and ^\ go to the program; lockmeter stays to report.
+    // SAFETY: setting dispositions of this process to "ignore".
+    let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    let child = command.spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            return Err(Failure { message: format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e)), code: 126 })
+        }
+    };
+    let root = child.id();
+    let status = loop {
+        match options.interval {
+            None => break child.wait(),
+            Some(interval) => {
+                std::thread::sleep(interval);
+                match child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) => {
+                        if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next() {
+                            let _ = emit(&live, options, true);
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+        }
+    };
+    // SAFETY: restoring the dispositions saved above.
+    unsafe {
+        libc::signal(libc::SIGINT, previous.0);
+        libc::signal(libc::SIGQUIT, previous.1);
+    }
+    let status = status.map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
+    let profiles = collect(&scratch.0, root);
+    if profiles.is_empty() {
+        eprintln!(
+            "lockmeter: warning: {} wrote no profile (statically linked, or it cleared LD_PRELOAD)",
+            program.to_string_lossy()
+        );
+    }
+    for (i, profile) in profiles.iter().enumerate() {
+        match profile {
+            Ok(profile) => emit(profile, options, profile.pid == root)?,
+            Err(e) if i == 0 => eprintln!("lockmeter: warning: {e}"),
+            Err(e) => eprintln!("lockmeter: warning: {e}"),
+        }
+    }
+    drop(scratch);
+    if let Some(signal) = status.signal() {
+        eprintln!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
+        return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
+    }
+    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descendants_get_their_pid_before_the_extension() {
+        assert_eq!(output_for(Path::new("out/p.json"), 42, true), PathBuf::from("out/p.json"));
+        assert_eq!(output_for(Path::new("out/p.json"), 42, false), PathBuf::from("out/p.42.json"));
+        assert_eq!(output_for(Path::new("prof"), 42, false), PathBuf::from("prof.42"));
+    }
+
+    #[test]
+    fn static_binaries_are_recognised() {
+        assert!(!statically_linked(Path::new("/bin/sh")), "sh is dynamic");
+        assert!(!statically_linked(Path::new("/nonexistent")));
+    }
+}

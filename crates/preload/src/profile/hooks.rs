@@ -1,0 +1,560 @@
+//! The exported pthread and semaphore functions of profile mode.
+//!
+//! Each function that acquires or initialises a lock is a two-instruction
+//! entry point that loads its own return address (the program's call
+//! site) into the next free argument register and jumps to the Rust
+//! implementation: the call site costs nothing and needs no unwinder or
+//! frame pointers. Releases need no call site and are plain functions.
+//!
+//! Every implementation calls glibc's real function exactly as the program
+//! asked and returns its result untouched; blocking acquisitions try first
+//! so an uncontended one needs a single timestamp.
+
+use super::real::{self, call_real};
+use super::{active, output, Acquired, Kind, SHARED};
+use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t, timespec};
+use lockmeter_locks::clock::cycles;
+
+type Mutex = *mut pthread_mutex_t;
+type Rwlock = *mut pthread_rwlock_t;
+type Spin = *mut pthread_spinlock_t;
+type Sem = *mut sem_t;
+type Cond = *mut libc::pthread_cond_t;
+type Time = *const timespec;
+
+/// Exports `$export`, which calls `$target` with the same arguments plus
+/// the caller's return address in `$register` (the first register after
+/// the function's own arguments in the System V calling convention).
+macro_rules! with_call_site {
+    ($export:ident, $register:literal => $target:ident) => {
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $export() {
+            // At entry [rsp] holds the return address; a jump (not a call)
+            // leaves the stack exactly as the caller made it, so the
+            // target returns straight to the program.
+            core::arch::naked_asm!(concat!("mov ", $register, ", qword ptr [rsp]"), "jmp {target}", target = sym $target)
+        }
+    };
+}
+
+with_call_site!(pthread_mutex_lock, "rsi" => mutex_lock);
+with_call_site!(pthread_mutex_trylock, "rsi" => mutex_trylock);
+with_call_site!(pthread_mutex_timedlock, "rdx" => mutex_timedlock);
+with_call_site!(pthread_mutex_clocklock, "rcx" => mutex_clocklock);
+with_call_site!(pthread_mutex_init, "rdx" => mutex_init);
+with_call_site!(pthread_rwlock_rdlock, "rsi" => rwlock_rdlock);
+with_call_site!(pthread_rwlock_tryrdlock, "rsi" => rwlock_tryrdlock);
+with_call_site!(pthread_rwlock_timedrdlock, "rdx" => rwlock_timedrdlock);
+with_call_site!(pthread_rwlock_clockrdlock, "rcx" => rwlock_clockrdlock);
+with_call_site!(pthread_rwlock_wrlock, "rsi" => rwlock_wrlock);
+with_call_site!(pthread_rwlock_trywrlock, "rsi" => rwlock_trywrlock);
+with_call_site!(pthread_rwlock_timedwrlock, "rdx" => rwlock_timedwrlock);
+with_call_site!(pthread_rwlock_clockwrlock, "rcx" => rwlock_clockwrlock);
+with_call_site!(pthread_rwlock_init, "rdx" => rwlock_init);
+with_call_site!(pthread_spin_lock, "rsi" => spin_lock);
+with_call_site!(pthread_spin_trylock, "rsi" => spin_trylock);
+with_call_site!(pthread_spin_init, "rdx" => spin_init);
+with_call_site!(pthread_cond_wait, "rdx" => cond_wait);
+with_call_site!(pthread_cond_timedwait, "rcx" => cond_timedwait);
+with_call_site!(pthread_cond_clockwait, "r8" => cond_clockwait);
+with_call_site!(sem_wait, "rsi" => sem_wait_impl);
+with_call_site!(sem_trywait, "rsi" => sem_trywait_impl);
+with_call_site!(sem_timedwait, "rdx" => sem_timedwait_impl);
+with_call_site!(sem_clockwait, "rcx" => sem_clockwait_impl);
+with_call_site!(sem_init, "rcx" => sem_init_impl);
+
+/// A blocking exclusive acquisition: try, then wait with the clock running.
+/// `attempt` is the real trylock, `block` the real blocking call.
+#[inline(always)]
+fn exclusive(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_int, block: impl FnOnce() -> c_int) -> c_int {
+    let Some(profiler) = active() else { return block() };
+    let tried = attempt();
+    if tried == 0 || tried == libc::EOWNERDEAD {
+        profiler.acquired_exclusive(kind, address, pc, Acquired::NoWait, None);
+        return tried;
+    }
+    if tried != libc::EBUSY {
+        return tried;
+    }
+    let started = profiler.begin_wait(kind, address, pc);
+    let result = block();
+    let (now, waited) = profiler.end_wait(started);
+    match result {
+        0 | libc::EOWNERDEAD => profiler.acquired_exclusive(kind, address, pc, Acquired::Waited(waited), Some(now)),
+        libc::ETIMEDOUT => profiler.refused(kind, address, pc, super::EXCLUSIVE, Some(waited)),
+        _ => {}
+    }
+    result
+}
+
+/// A trylock of an exclusive lock.
+#[inline(always)]
+fn exclusive_try(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_int) -> c_int {
+    let result = attempt();
+    if let Some(profiler) = active() {
+        match result {
+            0 | libc::EOWNERDEAD => profiler.acquired_exclusive(kind, address, pc, Acquired::NoWait, None),
+            libc::EBUSY => profiler.refused(kind, address, pc, super::EXCLUSIVE, None),
+            _ => {}
+        }
+    }
+    result
+}
+
+/// A blocking shared acquisition (rwlock read, semaphore); `is_busy`
+/// says whether the try failed because the lock was taken.
+#[inline(always)]
+fn shared(
+    kind: Kind,
+    address: usize,
+    pc: usize,
+    attempt: impl FnOnce() -> c_int,
+    block: impl FnOnce() -> c_int,
+    outcome: impl Fn(c_int) -> Outcome,
+) -> c_int {
+    let Some(profiler) = active() else { return block() };
+    let tried = attempt();
+    match outcome(tried) {
+        Outcome::Acquired => {
+            profiler.acquired_shared(kind, address, pc, Acquired::NoWait, cycles());
+            return tried;
+        }
+        Outcome::Busy => {}
+        Outcome::TimedOut | Outcome::Failed => return tried,
+    }
+    let started = profiler.begin_wait(kind, address, pc);
+    let result = block();
+    let errno = errno();
+    let (now, waited) = profiler.end_wait(started);
+    match outcome(result) {
+        Outcome::Acquired => profiler.acquired_shared(kind, address, pc, Acquired::Waited(waited), now),
+        Outcome::TimedOut => profiler.refused(kind, address, pc, SHARED, Some(waited)),
+        Outcome::Busy | Outcome::Failed => {}
+    }
+    set_errno(errno);
+    result
+}
+
+/// What a call's return value means.
+enum Outcome {
+    Acquired,
+    Busy,
+    TimedOut,
+    Failed,
+}
+
+fn pthread_outcome(result: c_int) -> Outcome {
+    match result {
+        0 => Outcome::Acquired,
+        libc::EBUSY => Outcome::Busy,
+        libc::ETIMEDOUT => Outcome::TimedOut,
+        _ => Outcome::Failed,
+    }
+}
+
+fn sem_outcome(result: c_int) -> Outcome {
+    if result == 0 {
+        return Outcome::Acquired;
+    }
+    match errno() {
+        libc::EAGAIN => Outcome::Busy,
+        libc::ETIMEDOUT => Outcome::TimedOut,
+        _ => Outcome::Failed,
+    }
+}
+
+fn errno() -> c_int {
+    // SAFETY: the thread's errno location is always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = value };
+}
+
+// Mutexes.
+
+unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
+    // SAFETY (all real calls in this file): the program's own arguments,
+    // passed unchanged to glibc's function of the same signature.
+    unsafe {
+        exclusive(
+            Kind::Mutex,
+            m as usize,
+            pc,
+            || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m),
+            || call_real!(real::MUTEX_LOCK, fn(Mutex) -> c_int, m),
+        )
+    }
+}
+
+unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
+    unsafe { exclusive_try(Kind::Mutex, m as usize, pc, || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m)) }
+}
+
+unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Mutex,
+            m as usize,
+            pc,
+            || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m),
+            || call_real!(real::MUTEX_TIMEDLOCK, fn(Mutex, Time) -> c_int, m, at),
+        )
+    }
+}
+
+unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Mutex,
+            m as usize,
+            pc,
+            || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m),
+            || call_real!(real::MUTEX_CLOCKLOCK, fn(Mutex, clockid_t, Time) -> c_int, m, clock, at),
+        )
+    }
+}
+
+/// Exported: ends the hold, then unlocks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: Mutex) -> c_int {
+    if let Some(profiler) = active() {
+        profiler.releasing_exclusive(m as usize);
+    }
+    unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) }
+}
+
+unsafe extern "C" fn mutex_init(m: Mutex, attr: *const libc::pthread_mutexattr_t, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::MUTEX_INIT, fn(Mutex, *const libc::pthread_mutexattr_t) -> c_int, m, attr) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.initialised(Kind::Mutex, m as usize, pc);
+    }
+    result
+}
+
+/// Exported: destroys, then starts a new generation at that address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
+    let result = unsafe { call_real!(real::MUTEX_DESTROY, fn(Mutex) -> c_int, m) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.retire(m as usize);
+    }
+    result
+}
+
+// Reader-writer locks.
+
+unsafe extern "C" fn rwlock_rdlock(l: Rwlock, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_RDLOCK, fn(Rwlock) -> c_int, l),
+            pthread_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn rwlock_tryrdlock(l: Rwlock, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l) };
+    if let Some(profiler) = active() {
+        match result {
+            0 => profiler.acquired_shared(Kind::Rwlock, l as usize, pc, Acquired::NoWait, cycles()),
+            libc::EBUSY => profiler.refused(Kind::Rwlock, l as usize, pc, SHARED, None),
+            _ => {}
+        }
+    }
+    result
+}
+
+unsafe extern "C" fn rwlock_timedrdlock(l: Rwlock, at: Time, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_TIMEDRDLOCK, fn(Rwlock, Time) -> c_int, l, at),
+            pthread_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_CLOCKRDLOCK, fn(Rwlock, clockid_t, Time) -> c_int, l, clock, at),
+            pthread_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn rwlock_wrlock(l: Rwlock, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_WRLOCK, fn(Rwlock) -> c_int, l),
+        )
+    }
+}
+
+unsafe extern "C" fn rwlock_trywrlock(l: Rwlock, pc: usize) -> c_int {
+    unsafe { exclusive_try(Kind::Rwlock, l as usize, pc, || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l)) }
+}
+
+unsafe extern "C" fn rwlock_timedwrlock(l: Rwlock, at: Time, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_TIMEDWRLOCK, fn(Rwlock, Time) -> c_int, l, at),
+        )
+    }
+}
+
+unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Rwlock,
+            l as usize,
+            pc,
+            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
+            || call_real!(real::RWLOCK_CLOCKWRLOCK, fn(Rwlock, clockid_t, Time) -> c_int, l, clock, at),
+        )
+    }
+}
+
+/// Exported: ends the write hold (if this thread is the writer) or one
+/// read hold, then unlocks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_unlock(l: Rwlock) -> c_int {
+    if let Some(profiler) = active() {
+        if !profiler.releasing_exclusive(l as usize) {
+            profiler.releasing_shared(l as usize);
+        }
+    }
+    unsafe { call_real!(real::RWLOCK_UNLOCK, fn(Rwlock) -> c_int, l) }
+}
+
+unsafe extern "C" fn rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::RWLOCK_INIT, fn(Rwlock, *const libc::pthread_rwlockattr_t) -> c_int, l, attr) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.initialised(Kind::Rwlock, l as usize, pc);
+    }
+    result
+}
+
+/// Exported: destroys, then starts a new generation at that address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_destroy(l: Rwlock) -> c_int {
+    let result = unsafe { call_real!(real::RWLOCK_DESTROY, fn(Rwlock) -> c_int, l) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.retire(l as usize);
+    }
+    result
+}
+
+// Spinlocks: every wait spins (glibc's spinlock never sleeps), so SPIN is
+// known and SLEEP is 0.
+
+unsafe extern "C" fn spin_lock(l: Spin, pc: usize) -> c_int {
+    unsafe {
+        exclusive(
+            Kind::Spin,
+            l as usize,
+            pc,
+            || call_real!(real::SPIN_TRYLOCK, fn(Spin) -> c_int, l),
+            || call_real!(real::SPIN_LOCK, fn(Spin) -> c_int, l),
+        )
+    }
+}
+
+unsafe extern "C" fn spin_trylock(l: Spin, pc: usize) -> c_int {
+    unsafe { exclusive_try(Kind::Spin, l as usize, pc, || call_real!(real::SPIN_TRYLOCK, fn(Spin) -> c_int, l)) }
+}
+
+/// Exported: ends the hold, then unlocks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_unlock(l: Spin) -> c_int {
+    if let Some(profiler) = active() {
+        profiler.releasing_exclusive(l as usize);
+    }
+    unsafe { call_real!(real::SPIN_UNLOCK, fn(Spin) -> c_int, l) }
+}
+
+unsafe extern "C" fn spin_init(l: Spin, pshared: c_int, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::SPIN_INIT, fn(Spin, c_int) -> c_int, l, pshared) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.initialised(Kind::Spin, l as usize, pc);
+    }
+    result
+}
+
+/// Exported: destroys, then starts a new generation at that address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_destroy(l: Spin) -> c_int {
+    let result = unsafe { call_real!(real::SPIN_DESTROY, fn(Spin) -> c_int, l) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.retire(l as usize);
+    }
+    result
+}
+
+// Condition variables: the wait releases the mutex (its hold ends) and
+// re-acquires it before returning (an acquisition, counted apart since
+// the condvar wait hides its cost); the wait itself is the condvar's row.
+
+#[inline(always)]
+fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
+    let Some(profiler) = active() else { return wait() };
+    profiler.releasing_exclusive(m as usize);
+    let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
+    let result = wait();
+    let (now, waited) = profiler.end_wait(started);
+    match result {
+        0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), now),
+        libc::ETIMEDOUT => profiler.refused(Kind::Cond, c as usize, pc, SHARED, Some(waited)),
+        _ => {}
+    }
+    if result == 0 || result == libc::ETIMEDOUT || result == libc::EOWNERDEAD {
+        profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, Acquired::CondReacquire, Some(now));
+    }
+    result
+}
+
+unsafe extern "C" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
+    cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) })
+}
+
+unsafe extern "C" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usize) -> c_int {
+    cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) })
+}
+
+unsafe extern "C" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    cond(c, m, pc, || unsafe { call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, m, clock, at) })
+}
+
+/// Exported: destroys, then starts a new generation at that address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
+    let result = unsafe { call_real!(real::COND_DESTROY, fn(Cond) -> c_int, c) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.retire(c as usize);
+    }
+    result
+}
+
+// Semaphores.
+
+unsafe extern "C" fn sem_wait_impl(s: Sem, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Sem,
+            s as usize,
+            pc,
+            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
+            || call_real!(real::SEM_WAIT, fn(Sem) -> c_int, s),
+            sem_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn sem_trywait_impl(s: Sem, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s) };
+    if let Some(profiler) = active() {
+        let errno = errno();
+        match sem_outcome(result) {
+            Outcome::Acquired => profiler.acquired_shared(Kind::Sem, s as usize, pc, Acquired::NoWait, cycles()),
+            Outcome::Busy => profiler.refused(Kind::Sem, s as usize, pc, SHARED, None),
+            _ => {}
+        }
+        set_errno(errno);
+    }
+    result
+}
+
+unsafe extern "C" fn sem_timedwait_impl(s: Sem, at: Time, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Sem,
+            s as usize,
+            pc,
+            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
+            || call_real!(real::SEM_TIMEDWAIT, fn(Sem, Time) -> c_int, s, at),
+            sem_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    unsafe {
+        shared(
+            Kind::Sem,
+            s as usize,
+            pc,
+            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
+            || call_real!(real::SEM_CLOCKWAIT, fn(Sem, clockid_t, Time) -> c_int, s, clock, at),
+            sem_outcome,
+        )
+    }
+}
+
+unsafe extern "C" fn sem_init_impl(s: Sem, pshared: c_int, value: libc::c_uint, pc: usize) -> c_int {
+    let result = unsafe { call_real!(real::SEM_INIT, fn(Sem, c_int, libc::c_uint) -> c_int, s, pshared, value) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.initialised(Kind::Sem, s as usize, pc);
+    }
+    result
+}
+
+/// Exported: destroys, then starts a new generation at that address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sem_destroy(s: Sem) -> c_int {
+    let result = unsafe { call_real!(real::SEM_DESTROY, fn(Sem) -> c_int, s) };
+    if let (0, Some(profiler)) = (result, active()) {
+        profiler.retire(s as usize);
+    }
+    result
+}
+
+// Leaving without exit handlers.
+
+/// Exported: writes the profile, then leaves as `_exit` does.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    output::before_exit_now();
+    unsafe { call_real!(real::EXIT_NOW, fn(c_int) -> !, status) }
+}
+
+/// Exported: as `_exit`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    output::before_exit_now();
+    unsafe { call_real!(real::EXIT_NOW_C99, fn(c_int) -> !, status) }
+}
+
+extern "C" fn constructor() {
+    output::mark_root();
+    let _ = active();
+}
+
+/// Runs when the library is loaded, before the program's `main`: profile
+/// mode starts (and the root of a profiled tree is marked) while the
+/// process is still single-threaded.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CONSTRUCTOR: extern "C" fn() = constructor;

@@ -1,0 +1,267 @@
+//! A profile in other tools' formats: CSV for spreadsheets, folded stacks
+//! weighted by wait time (flamegraph.pl, speedscope), a flame graph SVG,
+//! and pprof (`contentions/count`, `delay/nanoseconds`, as Go's mutex
+//! profile) for `go tool pprof`, Pyroscope and Parca.
+
+use super::{Counters, LockProfile, Profile, Role};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+const CSV_HEADER: &str = "pid,program,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
+wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct";
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// One CSV row per lock, per rwlock side, and per call site and role.
+pub fn to_csv(profile: &Profile) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    for lock in profile.used_locks() {
+        let mut row = |kind: &str, site: &str, file: &str, line: String, c: &Counters, util: f64| {
+            let known = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3}",
+                profile.pid,
+                csv_field(&profile.program),
+                csv_field(&lock.name),
+                lock.kind.name(),
+                lock.address,
+                lock.generation,
+                csv_field(site),
+                csv_field(file),
+                c.acquisitions,
+                c.nowait,
+                c.contended,
+                known(c.spin),
+                known(c.sleep),
+                c.reject,
+                c.timeout,
+                c.wait_ns.total,
+                c.wait_ns.mean,
+                c.wait_ns.max,
+                c.hold_ns.total,
+                c.hold_ns.mean,
+                c.hold_ns.max,
+                c.delay_ns,
+            );
+        };
+        row("lock", "", "", String::new(), &lock.counters, lock.util_pct);
+        if let Some(read) = &lock.read {
+            row("read", "", "", String::new(), read, 0.0);
+        }
+        if let Some(write) = &lock.write {
+            row("write", "", "", String::new(), write, 0.0);
+        }
+        for site in &lock.sites {
+            let role = match site.role {
+                Role::Waiter => "waiter",
+                Role::Holder => "holder",
+            };
+            let line = site.line.map_or_else(String::new, |l| l.to_string());
+            row(role, &site.site, site.file.as_deref().unwrap_or(""), line, &site.counters, 0.0);
+        }
+    }
+    out
+}
+
+fn frame_text(text: &str) -> String {
+    text.replace(';', ":")
+}
+
+fn lock_frame(lock: &LockProfile) -> String {
+    frame_text(&format!("{} ({})", lock.name, lock.kind.name()))
+}
+
+/// Folded stacks, root first, weighted by nanoseconds waited: the lock,
+/// then the waiting call site (or the captured stack, outermost first).
+pub fn to_folded(profile: &Profile) -> String {
+    let mut out = String::new();
+    for (frames, _contended, wait_ns) in weighted_stacks(profile) {
+        if wait_ns > 0 {
+            let _ = writeln!(out, "{} {wait_ns}", frames.join(";"));
+        }
+    }
+    out
+}
+
+/// Every waited-for stack: frames root first, contentions, nanoseconds.
+fn weighted_stacks(profile: &Profile) -> Vec<(Vec<String>, u64, u64)> {
+    let mut stacks = Vec::new();
+    for lock in profile.used_locks() {
+        let root = lock_frame(lock);
+        if !lock.stacks.is_empty() {
+            for stack in &lock.stacks {
+                let mut frames = vec![root.clone()];
+                frames.extend(stack.frames.iter().rev().map(|f| frame_text(f)));
+                stacks.push((frames, stack.contended, stack.wait_ns));
+            }
+            continue;
+        }
+        for site in lock.sites.iter().filter(|s| s.role == Role::Waiter) {
+            stacks.push((vec![root.clone(), frame_text(&site.site)], site.counters.contended, site.counters.wait_ns.total));
+        }
+    }
+    stacks
+}
+
+/// A flame graph (SVG) of the folded stacks.
+pub fn to_flamegraph(profile: &Profile) -> Result<Vec<u8>, String> {
+    let folded = to_folded(profile);
+    let mut svg = Vec::new();
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = format!("lock wait time: {} (pid {})", profile.program, profile.pid);
+    options.count_name = "ns waited".to_string();
+    if folded.is_empty() {
+        return Err("no lock was waited for: nothing to draw".to_string());
+    }
+    inferno::flamegraph::from_lines(&mut options, folded.lines(), &mut svg).map_err(|e| format!("flame graph: {e}"))?;
+    Ok(svg)
+}
+
+/// The protobuf wire format, just the parts pprof's profile.proto needs.
+#[derive(Default)]
+struct Message(Vec<u8>);
+
+impl Message {
+    fn varint(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.0.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.0.push(value as u8);
+    }
+
+    fn uint(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            self.varint(u64::from(field) << 3);
+            self.varint(value);
+        }
+    }
+
+    fn bytes(&mut self, field: u32, data: &[u8]) {
+        self.varint((u64::from(field) << 3) | 2);
+        self.varint(data.len() as u64);
+        self.0.extend_from_slice(data);
+    }
+
+    fn packed(&mut self, field: u32, values: &[u64]) {
+        let mut inner = Message::default();
+        for &v in values {
+            inner.varint(v);
+        }
+        self.bytes(field, &inner.0);
+    }
+}
+
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    index: HashMap<String, u64>,
+}
+
+impl Strings {
+    fn id(&mut self, text: &str) -> u64 {
+        if self.table.is_empty() {
+            self.table.push(String::new());
+            self.index.insert(String::new(), 0);
+        }
+        if let Some(&id) = self.index.get(text) {
+            return id;
+        }
+        let id = self.table.len() as u64;
+        self.table.push(text.to_string());
+        self.index.insert(text.to_string(), id);
+        id
+    }
+}
+
+/// pprof's gzipped protobuf: sample types `contentions/count` and
+/// `delay/nanoseconds`, one sample per waited-for stack, leaf first.
+pub fn to_pprof(profile: &Profile) -> Vec<u8> {
+    let mut strings = Strings::default();
+    let mut body = Message::default();
+    for (kind, unit) in [("contentions", "count"), ("delay", "nanoseconds")] {
+        let mut value_type = Message::default();
+        value_type.uint(1, strings.id(kind));
+        value_type.uint(2, strings.id(unit));
+        body.bytes(1, &value_type.0);
+    }
+    let mut functions: HashMap<String, u64> = HashMap::new();
+    let mut function_msgs = Vec::new();
+    let mut location_msgs = Vec::new();
+    for (frames, contended, wait_ns) in weighted_stacks(profile) {
+        let mut location_ids = Vec::new();
+        for frame in frames.iter().rev() {
+            let next = functions.len() as u64 + 1;
+            let id = *functions.entry(frame.clone()).or_insert_with(|| {
+                let name = strings.id(frame);
+                let mut function = Message::default();
+                function.uint(1, next);
+                function.uint(2, name);
+                function.uint(3, name);
+                function_msgs.push(function.0);
+                let mut line = Message::default();
+                line.uint(1, next);
+                let mut location = Message::default();
+                location.uint(1, next);
+                location.bytes(4, &line.0);
+                location_msgs.push(location.0);
+                next
+            });
+            location_ids.push(id);
+        }
+        let mut sample = Message::default();
+        sample.packed(1, &location_ids);
+        sample.packed(2, &[contended, wait_ns]);
+        body.bytes(2, &sample.0);
+    }
+    for location in &location_msgs {
+        body.bytes(4, location);
+    }
+    for function in &function_msgs {
+        body.bytes(5, function);
+    }
+    let mut period_type = Message::default();
+    period_type.uint(1, strings.id("contentions"));
+    period_type.uint(2, strings.id("count"));
+    body.uint(10, profile.duration_ns);
+    body.bytes(11, &period_type.0);
+    body.uint(12, 1);
+    for text in &strings.table {
+        body.bytes(6, text.as_bytes());
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&body.0).expect("writing to memory");
+    gz.finish().expect("writing to memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_match_the_protobuf_encoding() {
+        let mut m = Message::default();
+        m.varint(1);
+        m.varint(300);
+        assert_eq!(m.0, vec![0x01, 0xac, 0x02]);
+        let mut m = Message::default();
+        m.uint(1, 150);
+        assert_eq!(m.0, vec![0x08, 0x96, 0x01], "the example of the protobuf encoding guide");
+    }
+
+    #[test]
+    fn csv_quotes_what_needs_quoting() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+}

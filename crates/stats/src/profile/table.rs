@@ -1,0 +1,160 @@
+//! The lockmeter table of a profile: seed 004's layout, one row per lock
+//! and, indented under it, the call sites that waited for it and the call
+//! sites that held it; then seed 000's wait histogram of the most waited-for
+//! locks, and the profiler's health.
+
+use super::{selected_locks, sites_in_role, Counters, Kind, LockProfile, Profile, Role, SiteProfile, SortKey};
+use crate::histogram::{render_side_by_side, Histogram, BINS};
+use crate::report::{header, micros, render_line, Columns};
+use std::fmt::Write as _;
+
+/// What to show.
+#[derive(Clone, Debug)]
+pub struct TableOptions {
+    /// Lock order.
+    pub sort: SortKey,
+    /// Hide locks that waited less than this in total.
+    pub min_wait_ns: u64,
+    /// Call sites shown per lock and role.
+    pub sites_per_role: usize,
+    /// Locks whose histograms are drawn.
+    pub histograms: usize,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions { sort: SortKey::Wait, min_wait_ns: 0, sites_per_role: 4, histograms: 3 }
+    }
+}
+
+fn columns(c: &Counters, duration_ns: u64, util: bool) -> Columns {
+    let waited = c.contended + c.timeout > 0;
+    Columns {
+        util_pct: if util && duration_ns > 0 { 100.0 * c.hold_ns.total as f64 / duration_ns as f64 } else { 0.0 },
+        con_pct: c.contention_pct(),
+        hold_ns: (c.hold_ns.mean, c.hold_ns.max as f64),
+        wait_ns: waited.then_some((c.wait_ns.mean, c.wait_ns.max as f64)),
+        total: c.acquisitions,
+        nowait: c.nowait,
+        spin: c.spin,
+        sleep: c.sleep,
+        reject: c.reject,
+    }
+}
+
+fn site_label(site: &SiteProfile) -> String {
+    match (&site.file, site.line) {
+        (Some(file), Some(line)) => {
+            let short = file.rsplit('/').next().unwrap_or(file);
+            format!("{} ({short}:{line})", site.site)
+        }
+        _ => site.site.clone(),
+    }
+}
+
+/// Renders the table (the default output of `lockmeter run`).
+pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
+    let mut out = String::new();
+    let seconds = profile.duration_ns as f64 / 1e9;
+    let _ = writeln!(
+        out,
+        "lockmeter: {} (pid {}), {seconds:.2} s, {}{}",
+        profile.program,
+        profile.pid,
+        if profile.mode == "profile" { "glibc's locks".to_string() } else { profile.mode.replace("replace:", "served by ") },
+        if profile.reason == "exit" { String::new() } else { format!(", written at {}", profile.reason) }
+    );
+    let locks = selected_locks(profile, options.sort, options.min_wait_ns);
+    let used = profile.used_locks().count();
+    if locks.is_empty() {
+        let _ = writeln!(
+            out,
+            "no lock {}",
+            if used == 0 { "was used".to_string() } else { format!("waited --min-wait or more ({used} used)") }
+        );
+    } else {
+        out.push_str(&header());
+        out.push('\n');
+        for lock in &locks {
+            render_lock(&mut out, lock, profile.duration_ns, options);
+        }
+        if locks.len() < used {
+            let _ = writeln!(out, "({} more locks waited less than --min-wait)", used - locks.len());
+        }
+        render_histograms(&mut out, &locks, options.histograms);
+    }
+    render_health(&mut out, profile);
+    out
+}
+
+fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: &TableOptions) {
+    let generation = if lock.generation > 0 { format!(" #{}", lock.generation + 1) } else { String::new() };
+    let name = format!("{}{generation} ({})", lock.name, lock.kind.name());
+    out.push_str(&render_line(&columns(&lock.counters, duration_ns, lock.kind != Kind::Sem && lock.kind != Kind::Cond), &name, 0));
+    out.push('\n');
+    for (label, side) in [("read", &lock.read), ("write", &lock.write)] {
+        if let Some(side) = side {
+            out.push_str(&render_line(&columns(side, duration_ns, label == "write"), label, 1));
+            out.push('\n');
+        }
+    }
+    for (role, verb) in [(Role::Waiter, "waited at"), (Role::Holder, "held at")] {
+        let sites = sites_in_role(lock, role, options.sort);
+        for site in sites.iter().take(options.sites_per_role) {
+            let mut label = format!("{verb} {}", site_label(site));
+            if role == Role::Holder && site.counters.delay_ns > 0 {
+                let _ = write!(label, ", delayed waiters {}", micros(site.counters.delay_ns as f64));
+            }
+            out.push_str(&render_line(&columns(&site.counters, duration_ns, false), &label, 1));
+            out.push('\n');
+        }
+        if sites.len() > options.sites_per_role {
+            let _ = writeln!(out, "{:>96}  ({} more sites {verb})", "", sites.len() - options.sites_per_role);
+        }
+    }
+}
+
+fn render_histograms(out: &mut String, locks: &[&LockProfile], how_many: usize) {
+    let waited: Vec<&&LockProfile> = locks.iter().filter(|l| l.hist_wait_log2_cycles.iter().any(|&c| c > 0)).take(how_many).collect();
+    if waited.is_empty() {
+        return;
+    }
+    let histograms: Vec<Histogram> = waited
+        .iter()
+        .map(|l| {
+            let mut h = Histogram::default();
+            for (bin, &count) in l.hist_wait_log2_cycles.iter().enumerate().take(BINS) {
+                h.counts[bin] = count;
+            }
+            h
+        })
+        .collect();
+    let titles: Vec<String> = waited.iter().map(|l| l.name.chars().take(22).collect()).collect();
+    let title_refs: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let refs: Vec<&Histogram> = histograms.iter().collect();
+    let _ = writeln!(out, "\nwait time, log2 cycles (seed 000's histogram):");
+    out.push_str(&render_side_by_side(&title_refs, &refs));
+}
+
+fn render_health(out: &mut String, profile: &Profile) {
+    let h = &profile.health;
+    let share = if profile.duration_ns > 0 { 100.0 * h.overhead_estimate_ns as f64 / profile.duration_ns as f64 } else { 0.0 };
+    let _ = writeln!(
+        out,
+        "\nprofiler: {} lock operations, {} dropped; locks {}/{} slots ({} collisions), sites {}/{} ({} collisions); \
+         overhead {:.1} ns per uncontended lock+unlock, about {} in all ({share:.2}% of one thread's run time)",
+        h.events,
+        h.dropped,
+        h.lock_slots_used,
+        h.lock_slots,
+        h.lock_collisions,
+        h.site_slots_used,
+        h.site_slots,
+        h.site_collisions,
+        h.overhead_ns_per_pair,
+        micros(h.overhead_estimate_ns as f64),
+    );
+    for warning in &h.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+}
