@@ -59,10 +59,15 @@ pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, Strin
     })
 }
 
+fn binary_needs_file(format: Format) -> Failure {
+    let name = format!("{format:?}").to_lowercase();
+    Failure::usage(format!("--format {name} writes a binary file: give -o FILE"))
+}
+
 /// `lockmeter report`.
 pub fn report(file: &Path, rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
     if rendering.format.binary() && output.is_none() {
-        return Err(Failure::usage(format!("--format {:?} writes a binary file: give -o FILE", rendering.format).to_lowercase()));
+        return Err(binary_needs_file(rendering.format));
     }
     let profile = Profile::load(file).map_err(|e| Failure::usage(e.0))?;
     let bytes = render(&profile, rendering).map_err(Failure::usage)?;
@@ -268,7 +273,7 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failu
 /// `lockmeter run`: returns the program's exit code.
 pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     if options.rendering.format.binary() && options.output.is_none() {
-        return Err(Failure::usage(format!("--format {:?} writes a binary file: give -o FILE", options.rendering.format).to_lowercase()));
+        return Err(binary_needs_file(options.rendering.format));
     }
     let Some(program) = options.command.first() else {
         return Err(Failure::usage("no command given: lockmeter run [OPTIONS] -- CMD [ARGS...]"));

@@ -374,7 +374,9 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         });
         let mut sites = Vec::new();
         for &(pc, counters) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
-            sites.extend(site_rows(counters, &units, &code(pc), pc));
+            let rows = site_rows(counters, &units, &code(pc), pc);
+            // A condvar wait is all waiting: its "holder" row would repeat it.
+            sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }
         let profile_kind = match kind {
             Kind::Mutex => profile::Kind::Mutex,

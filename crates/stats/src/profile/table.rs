@@ -98,7 +98,8 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             out.push('\n');
         }
     }
-    for (role, verb) in [(Role::Waiter, "waited at"), (Role::Holder, "held at")] {
+    let acquired = if lock.kind == Kind::Sem { "acquired at" } else { "held at" };
+    for (role, verb) in [(Role::Waiter, "waited at"), (Role::Holder, acquired)] {
         let sites = sites_in_role(lock, role, options.sort);
         for site in sites.iter().take(options.sites_per_role) {
             let mut label = format!("{verb} {}", site_label(site));

@@ -1,0 +1,195 @@
+/* Programs with known lock behaviour, for `lockmeter run`'s tests: each
+ * mode does exactly what its comment says, so the profile can be checked
+ * number by number. Build: gcc -g -O0 -pthread subjects.c -o subjects */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms) {
+    struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) != 0) {}
+}
+
+/* hold: main holds cache_lock 200 ms while a thread waits for it, then the
+ * thread holds it 50 ms. 2 acquisitions, 1 contended, 1 nowait. */
+pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *hold_waiter(void *arg) {
+    pthread_mutex_lock(&cache_lock);
+    sleep_ms(50);
+    pthread_mutex_unlock(&cache_lock);
+    return arg;
+}
+
+static int hold(void) {
+    pthread_t t;
+    pthread_mutex_lock(&cache_lock);
+    pthread_create(&t, NULL, hold_waiter, NULL);
+    sleep_ms(200);
+    pthread_mutex_unlock(&cache_lock);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* trylock: 137 trylocks of a held lock fail, then one succeeds. */
+pthread_mutex_t reject_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *try_many(void *arg) {
+    for (int i = 0; i < 137; i++)
+        if (pthread_mutex_trylock(&reject_lock) == 0) abort();
+    return arg;
+}
+
+static int trylock(void) {
+    pthread_t t;
+    pthread_mutex_lock(&reject_lock);
+    pthread_create(&t, NULL, try_many, NULL);
+    pthread_join(t, NULL);
+    pthread_mutex_unlock(&reject_lock);
+    if (pthread_mutex_trylock(&reject_lock) != 0) abort();
+    pthread_mutex_unlock(&reject_lock);
+    return 0;
+}
+
+/* heap: a lock made by make_lock() and used 3 times, destroyed, and a new
+ * one initialised at the same address and used 5 times. */
+static pthread_mutex_t *make_lock(void) {
+    pthread_mutex_t *m = malloc(sizeof *m);
+    pthread_mutex_init(m, NULL);
+    return m;
+}
+
+static int heap(void) {
+    pthread_mutex_t *m = make_lock();
+    for (int i = 0; i < 3; i++) { pthread_mutex_lock(m); pthread_mutex_unlock(m); }
+    pthread_mutex_destroy(m);
+    pthread_mutex_init(m, NULL);
+    for (int i = 0; i < 5; i++) { pthread_mutex_lock(m); pthread_mutex_unlock(m); }
+    pthread_mutex_destroy(m);
+    free(m);
+    return 0;
+}
+
+/* rwlock: 3 uncontended reads, then a writer holds 150 ms while a reader
+ * waits for it. read: 4 acquisitions, 1 contended; write: 1, 0. */
+pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static void *late_reader(void *arg) {
+    pthread_rwlock_rdlock(&table_lock);
+    pthread_rwlock_unlock(&table_lock);
+    return arg;
+}
+
+static int rwlock(void) {
+    pthread_t t;
+    for (int i = 0; i < 3; i++) { pthread_rwlock_rdlock(&table_lock); pthread_rwlock_unlock(&table_lock); }
+    pthread_rwlock_wrlock(&table_lock);
+    pthread_create(&t, NULL, late_reader, NULL);
+    sleep_ms(150);
+    pthread_rwlock_unlock(&table_lock);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* cond: a consumer waits on queue_cond; 100 ms later the producer signals.
+ * queue_lock: 3 acquisitions (consumer, producer, re-acquisition in the
+ * wait), of which 1 is a condvar re-acquisition. queue_cond: 1 wait. */
+pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t queue_cond = PTHREAD_COND_INITIALIZER;
+static int ready;
+
+static void *consumer(void *arg) {
+    pthread_mutex_lock(&queue_lock);
+    while (!ready) pthread_cond_wait(&queue_cond, &queue_lock);
+    pthread_mutex_unlock(&queue_lock);
+    return arg;
+}
+
+static int cond(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, consumer, NULL);
+    sleep_ms(100);
+    pthread_mutex_lock(&queue_lock);
+    ready = 1;
+    pthread_cond_signal(&queue_cond);
+    pthread_mutex_unlock(&queue_lock);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* fork: the parent locks parent_lock twice; a child execs this program in
+ * mode "child", which locks child_lock 7 times. One profile each. */
+pthread_mutex_t parent_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int forks(const char *self) {
+    pthread_mutex_lock(&parent_lock);
+    pthread_mutex_unlock(&parent_lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, "child", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    pthread_mutex_lock(&parent_lock);
+    pthread_mutex_unlock(&parent_lock);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static int child(void) {
+    for (int i = 0; i < 7; i++) { pthread_mutex_lock(&child_lock); pthread_mutex_unlock(&child_lock); }
+    return 0;
+}
+
+/* sem: 4 posts, 4 waits without waiting; then a thread waits 100 ms for a
+ * post; then 2 failed trywaits. */
+static sem_t work_sem;
+
+static void *poster(void *arg) {
+    sleep_ms(100);
+    sem_post(&work_sem);
+    return arg;
+}
+
+static int sem(void) {
+    pthread_t t;
+    sem_init(&work_sem, 0, 0);
+    for (int i = 0; i < 4; i++) sem_post(&work_sem);
+    for (int i = 0; i < 4; i++) sem_wait(&work_sem);
+    pthread_create(&t, NULL, poster, NULL);
+    sem_wait(&work_sem);
+    pthread_join(t, NULL);
+    if (sem_trywait(&work_sem) == 0 || sem_trywait(&work_sem) == 0) abort();
+    return 0;
+}
+
+/* status N: exit with status N after one lock; abort: die by SIGABRT
+ * holding a lock; quick_exit: leave through _exit (no exit handlers). */
+pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "hold")) return hold();
+    if (!strcmp(mode, "trylock")) return trylock();
+    if (!strcmp(mode, "heap")) return heap();
+    if (!strcmp(mode, "rwlock")) return rwlock();
+    if (!strcmp(mode, "cond")) return cond();
+    if (!strcmp(mode, "fork")) return forks(argv[0]);
+    if (!strcmp(mode, "child")) return child();
+    if (!strcmp(mode, "sem")) return sem();
+    pthread_mutex_lock(&status_lock);
+    pthread_mutex_unlock(&status_lock);
+    if (!strcmp(mode, "status")) return atoi(argv[2]);
+    if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
+    if (!strcmp(mode, "quick_exit")) _exit(4);
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|status N|abort|quick_exit\n");
+    return 2;
+}

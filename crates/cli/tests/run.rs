@@ -1,0 +1,230 @@
+//! `lockmeter run` and `lockmeter report` on C programs with known lock
+//! behaviour (tests/c/subjects.c): the profiles are checked number by
+//! number, and the command's exit codes and errors as a script sees them.
+
+use lockmeter_stats::profile::{LockProfile, Profile, Role};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn lockmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockmeter-run-test.{}.{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The subjects program, compiled once per test process.
+fn subjects() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/subjects.c");
+        let binary = scratch("build").join("subjects");
+        let status = Command::new("gcc")
+            .args(["-g", "-O0", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .status()
+            .expect("gcc runs (scripts/test.sh installs it)");
+        assert!(status.success(), "subjects.c compiles");
+        binary
+    })
+}
+
+/// Runs a subject mode under `lockmeter run -o FILE --format json`.
+fn profile(mode: &[&str]) -> (Output, Profile) {
+    let dir = scratch(mode[0]);
+    let file = dir.join("profile.json");
+    let output = lockmeter()
+        .args(["run", "--format", "json", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(subjects())
+        .args(mode)
+        .output()
+        .unwrap();
+    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)));
+    (output, profile)
+}
+
+fn lock<'a>(profile: &'a Profile, name: &str) -> &'a LockProfile {
+    profile.locks.iter().find(|l| l.name == name).unwrap_or_else(|| {
+        panic!("no lock {name}: {:?}", profile.locks.iter().map(|l| &l.name).collect::<Vec<_>>())
+    })
+}
+
+const MS: u64 = 1_000_000;
+
+fn within(value: u64, low_ms: u64, high_ms: u64, what: &str) {
+    assert!(value >= low_ms * MS && value <= high_ms * MS, "{what} = {:.1} ms, expected {low_ms}..{high_ms} ms", value as f64 / MS as f64);
+}
+
+#[test]
+fn a_global_lock_held_while_another_thread_waits() {
+    let (output, profile) = profile(&["hold"]);
+    assert!(output.status.success());
+    let lock = lock(&profile, "cache_lock");
+    let c = &lock.counters;
+    assert_eq!((c.acquisitions, c.nowait, c.contended, c.reject), (2, 1, 1, 0));
+    assert_eq!(c.spin, None, "glibc's mutex cannot tell spinning from sleeping");
+    // The waiter waited for the rest of main's 200 ms hold, then held 50 ms.
+    within(c.wait_ns.max, 150, 260, "WAIT max");
+    within(c.hold_ns.max, 190, 300, "HOLD max");
+    within(c.hold_ns.total, 240, 350, "HOLD total");
+    assert_eq!(lock.hist_wait_log2_cycles.iter().sum::<u64>(), 1, "one contended wait in the histogram");
+    let waiter = lock.sites.iter().find(|s| s.role == Role::Waiter).expect("a waiting site");
+    assert!(waiter.site.starts_with("hold_waiter+0x"), "{}", waiter.site);
+    assert!(waiter.file.as_deref().unwrap_or("").ends_with("subjects.c") && waiter.line.is_some(), "{waiter:?}");
+    let holder = lock.sites.iter().find(|s| s.role == Role::Holder && s.site.starts_with("hold+0x")).expect("main's holding site");
+    within(holder.counters.delay_ns, 150, 260, "delay caused by main's hold");
+    within(lock.util_pct as u64 * profile.duration_ns / 100, 200, 350, "UTIL x duration");
+}
+
+#[test]
+fn refused_trylocks_are_counted_exactly() {
+    let (_, profile) = profile(&["trylock"]);
+    let c = &lock(&profile, "reject_lock").counters;
+    assert_eq!((c.reject, c.acquisitions, c.nowait, c.contended), (137, 2, 2, 0));
+}
+
+#[test]
+fn a_heap_lock_is_named_by_its_init_site_and_a_reused_address_is_a_new_lock() {
+    let (_, profile) = profile(&["heap"]);
+    let heap: Vec<&LockProfile> = profile.used_locks().filter(|l| l.name.starts_with("heap@")).collect();
+    assert_eq!(heap.len(), 2, "{:?}", profile.locks.iter().map(|l| &l.name).collect::<Vec<_>>());
+    let first = heap.iter().find(|l| l.generation == 0).unwrap();
+    let second = heap.iter().find(|l| l.generation == 1).unwrap();
+    assert!(first.name.starts_with("heap@make_lock+0x"), "{}", first.name);
+    assert!(second.name.starts_with("heap@heap+0x"), "{}", second.name);
+    assert_eq!(first.address, second.address);
+    assert_eq!((first.counters.acquisitions, second.counters.acquisitions), (3, 5));
+}
+
+#[test]
+fn an_rwlock_has_read_and_write_rows() {
+    let (_, profile) = profile(&["rwlock"]);
+    let lock = lock(&profile, "table_lock");
+    let (read, write) = (lock.read.as_ref().unwrap(), lock.write.as_ref().unwrap());
+    assert_eq!((read.acquisitions, read.nowait, read.contended), (4, 3, 1));
+    assert_eq!((write.acquisitions, write.nowait, write.contended), (1, 1, 0));
+    assert_eq!(lock.counters.acquisitions, 5);
+    within(read.wait_ns.max, 100, 220, "the reader's wait for the writer");
+    within(write.hold_ns.max, 140, 250, "the writer's hold");
+}
+
+#[test]
+fn a_condvar_wait_is_a_release_and_a_reacquisition() {
+    let (_, profile) = profile(&["cond"]);
+    let mutex = lock(&profile, "queue_lock");
+    assert_eq!(mutex.counters.acquisitions, 3, "consumer, producer, and the re-acquisition inside the wait");
+    assert_eq!(mutex.cond_reacquire, 1);
+    assert_eq!(mutex.counters.nowait + mutex.counters.contended, 2);
+    let cond = lock(&profile, "queue_cond");
+    assert_eq!((cond.counters.acquisitions, cond.counters.contended), (1, 1));
+    within(cond.counters.wait_ns.total, 80, 200, "the condvar wait");
+    assert!(mutex.counters.hold_ns.max < 50 * MS, "the mutex is not held during the wait");
+}
+
+#[test]
+fn semaphores_count_waits_and_refusals() {
+    let (_, profile) = profile(&["sem"]);
+    let c = &lock(&profile, "work_sem").counters;
+    assert_eq!((c.acquisitions, c.nowait, c.contended, c.reject), (5, 4, 1, 2));
+    within(c.wait_ns.max, 80, 200, "the wait for the post");
+}
+
+#[test]
+fn every_process_of_a_tree_gets_its_own_profile() {
+    let dir = scratch("fork");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("fork").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let parent = Profile::load(&dir.join("p.json")).unwrap();
+    assert_eq!(lock(&parent, "parent_lock").counters.acquisitions, 2);
+    let others: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p != &dir.join("p.json")).collect();
+    assert_eq!(others.len(), 1, "{others:?}");
+    let child = Profile::load(&others[0]).unwrap();
+    assert!(child.program.ends_with("subjects child"), "{}", child.program);
+    assert_eq!(child.ppid, parent.pid);
+    assert_eq!(others[0], dir.join(format!("p.{}.json", child.pid)));
+    assert_eq!(lock(&child, "child_lock").counters.acquisitions, 7);
+    assert!(child.locks.iter().all(|l| l.name != "parent_lock" || l.counters.acquisitions == 0), "the child starts empty");
+}
+
+#[test]
+fn exit_status_and_death_by_signal_pass_through() {
+    let run = |args: &[&str]| lockmeter().arg("run").arg("--").arg(subjects()).args(args).output().unwrap();
+    let output = run(&["status", "7"]);
+    assert_eq!(output.status.code(), Some(7));
+    let table = String::from_utf8_lossy(&output.stderr);
+    assert!(table.contains("status_lock (mutex)"), "the table goes to stderr:\n{table}");
+    assert!(output.stdout.is_empty(), "nothing is printed into the program's stdout");
+
+    let output = run(&["abort"]);
+    assert_eq!(output.status.code(), Some(128 + 6), "SIGABRT as a shell reports it");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("written at signal SIGABRT") && stderr.contains("status_lock"), "{stderr}");
+    assert!(stderr.contains("was killed by SIGABRT"), "{stderr}");
+
+    let output = run(&["quick_exit"]);
+    assert_eq!(output.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("written at _exit"));
+}
+
+fn one_line_error(output: &Output, code: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("lockmeter: error: ") && stderr.contains(needle), "{stderr}");
+}
+
+#[test]
+fn bad_input_gets_one_line_and_the_right_exit_code() {
+    one_line_error(&lockmeter().args(["run"]).output().unwrap(), 2, "no command given");
+    one_line_error(&lockmeter().args(["run", "--", "no-such-program-here"]).output().unwrap(), 127, "command not found");
+    one_line_error(&lockmeter().args(["run", "--format", "pprof", "--", "true"]).output().unwrap(), 2, "-o FILE");
+    one_line_error(&lockmeter().args(["run", "--format", "yaml", "--", "true"]).output().unwrap(), 2, "yaml");
+    let dir = scratch("bad");
+    one_line_error(&lockmeter().arg("report").arg(dir.join("missing.json")).output().unwrap(), 2, "cannot read profile");
+    std::fs::write(dir.join("corrupt.json"), "{\"format\": \"lockmeter-profile\", \"locks\": [{\"name\": \"a").unwrap();
+    one_line_error(&lockmeter().arg("report").arg(dir.join("corrupt.json")).output().unwrap(), 2, "truncated");
+    std::fs::write(dir.join("other.json"), "{\"hello\": 1}").unwrap();
+    one_line_error(&lockmeter().arg("report").arg(dir.join("other.json")).output().unwrap(), 2, "not a valid lockmeter profile");
+    let out = dir.join("never.svg");
+    one_line_error(
+        &lockmeter().arg("report").arg(dir.join("corrupt.json")).args(["--format", "flamegraph", "-o"]).arg(&out).output().unwrap(),
+        2,
+        "truncated",
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no partial file left behind");
+}
+
+#[test]
+fn a_saved_profile_renders_in_every_format() {
+    let (_, _) = profile(&["hold"]);
+    let file = std::env::temp_dir().join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
+    let dir = file.parent().unwrap();
+    let render = |format: &str, out: &str| {
+        let output = lockmeter().arg("report").arg(&file).args(["--format", format, "-o"]).arg(dir.join(out)).output().unwrap();
+        assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+        std::fs::read(dir.join(out)).unwrap()
+    };
+    let table = String::from_utf8(render("table", "t.txt")).unwrap();
+    assert!(table.contains("cache_lock (mutex)") && table.contains("waited at hold_waiter+0x"), "{table}");
+    let csv = String::from_utf8(render("csv", "p.csv")).unwrap();
+    assert!(csv.starts_with("pid,program,lock,kind,") && csv.lines().any(|l| l.contains(",cache_lock,mutex,")), "{csv}");
+    let folded = String::from_utf8(render("folded", "p.folded")).unwrap();
+    let line = folded.lines().find(|l| l.starts_with("cache_lock (mutex);hold_waiter+0x")).expect(&folded);
+    let ns: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    within(ns, 150, 260, "folded weight");
+    let pprof = render("pprof", "p.pb.gz");
+    assert_eq!(&pprof[..2], &[0x1f, 0x8b], "gzip");
+    let svg = String::from_utf8(render("flamegraph", "p.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("hold_waiter"), "flame graph");
+    let json = render("json", "again.json");
+    let again = Profile::from_json(std::str::from_utf8(&json).unwrap(), "again").unwrap();
+    assert_eq!(again, Profile::load(&file).unwrap(), "JSON round-trips");
+}
