@@ -4,10 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc: the C ABI test compiles a C program; DejaVu Sans: the plots' text.
+# gcc: the C tests compile C programs; DejaVu Sans: the plots' text;
+# pigz and kccachetest: real programs the profiler is tested on.
 missing=()
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+command -v pigz >/dev/null 2>&1 || missing+=(pigz)
+command -v kccachetest >/dev/null 2>&1 || missing+=(kyotocabinet-utils)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -228,3 +228,97 @@ fn a_saved_profile_renders_in_every_format() {
     let again = Profile::from_json(std::str::from_utf8(&json).unwrap(), "again").unwrap();
     assert_eq!(again, Profile::load(&file).unwrap(), "JSON round-trips");
 }
+
+/// Real programs from Debian's packages (scripts/test.sh installs them).
+fn installed(program: &str) -> bool {
+    let found = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    assert!(found || std::env::var_os("LOCKMETER_SKIP_REAL_PROGRAMS").is_some(), "{program} is not installed (scripts/test.sh installs it)");
+    found
+}
+
+#[test]
+fn pigz_under_the_profiler_writes_byte_identical_output() {
+    if !installed("pigz") {
+        return;
+    }
+    let dir = scratch("pigz");
+    let input = dir.join("input");
+    let mut data = Vec::with_capacity(4 << 20);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    while data.len() < 4 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(format!("{} {}\n", x % 1000, x % 7).as_bytes());
+    }
+    std::fs::write(&input, &data).unwrap();
+    let plain = Command::new("pigz").args(["-p", "2", "-c"]).arg(&input).output().unwrap();
+    let profiled = lockmeter()
+        .args(["run", "--format", "json", "-o"])
+        .arg(dir.join("p.json"))
+        .args(["--", "pigz", "-p", "2", "-c"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(profiled.status.success(), "{}", String::from_utf8_lossy(&profiled.stderr));
+    assert!(plain.stdout == profiled.stdout, "compressed output differs under the profiler");
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    assert!(profile.program.starts_with("pigz"));
+    let waits: u64 = profile.locks.iter().filter(|l| l.kind == lockmeter_stats::profile::Kind::Cond).map(|l| l.counters.acquisitions).sum();
+    let locked: u64 = profile.locks.iter().filter(|l| l.kind == lockmeter_stats::profile::Kind::Mutex).map(|l| l.counters.acquisitions).sum();
+    assert!(waits > 0 && locked > 10, "pigz's work queue: {waits} condvar waits, {locked} mutex acquisitions");
+}
+
+#[test]
+fn kyoto_cabinet_cache_test_is_profiled_with_its_mutexes_and_rwlocks() {
+    if !installed("kccachetest") {
+        return;
+    }
+    let dir = scratch("kc");
+    let output = lockmeter()
+        .args(["run", "--format", "json", "-o"])
+        .arg(dir.join("p.json"))
+        .args(["--", "kccachetest", "order", "-th", "4", "20000"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    let of = |kind| profile.locks.iter().filter(|l| l.kind == kind).map(|l| l.counters.acquisitions).sum::<u64>();
+    let (mutex, rwlock) = (of(lockmeter_stats::profile::Kind::Mutex), of(lockmeter_stats::profile::Kind::Rwlock));
+    // 4 threads x 20000 records, each set and get taking a slot mutex and
+    // the database's rwlock.
+    assert!(mutex >= 80_000 && rwlock >= 80_000, "mutex {mutex}, rwlock {rwlock}");
+    assert!(profile.locks.iter().any(|l| l.name.contains("kyotocabinet::") && l.counters.contended > 0), "contended kyotocabinet locks");
+    assert_eq!(profile.health.dropped, 0);
+}
+
+#[test]
+fn stacks_of_contended_acquisitions_with_frames() {
+    let dir = scratch("frames");
+    let output = lockmeter()
+        .args(["run", "--frames", "6", "--format", "json", "-o"])
+        .arg(dir.join("p.json"))
+        .arg("--")
+        .arg(subjects())
+        .arg("hold")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    let lock = lock(&profile, "cache_lock");
+    assert_eq!(lock.stacks.len(), 1, "one contended acquisition, one stack");
+    let stack = &lock.stacks[0];
+    assert_eq!(stack.contended, 1);
+    assert!(stack.frames[0].starts_with("hold_waiter+0x"), "innermost frame is the waiting call: {:?}", stack.frames);
+    within(stack.wait_ns, 150, 260, "the stack's wait");
+}
+
+#[test]
+fn interval_reports_while_the_program_runs() {
+    let output = lockmeter().args(["run", "--interval", "60ms", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tables = stderr.matches("lockmeter: ").count();
+    assert!(tables >= 3, "a live table every 60 ms of a 250 ms run, then the final one:\n{stderr}");
+    assert!(stderr.contains("written at interval"), "{stderr}");
+}

@@ -13,7 +13,6 @@
 use super::real::{self, call_real};
 use super::{active, output, Acquired, Kind, SHARED};
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t, timespec};
-use lockmeter_locks::clock::cycles;
 
 type Mutex = *mut pthread_mutex_t;
 type Rwlock = *mut pthread_rwlock_t;
@@ -117,7 +116,7 @@ fn shared(
     let tried = attempt();
     match outcome(tried) {
         Outcome::Acquired => {
-            profiler.acquired_shared(kind, address, pc, Acquired::NoWait, cycles());
+            profiler.acquired_shared(kind, address, pc, Acquired::NoWait, None);
             return tried;
         }
         Outcome::Busy => {}
@@ -128,7 +127,7 @@ fn shared(
     let errno = errno();
     let (now, waited) = profiler.end_wait(started);
     match outcome(result) {
-        Outcome::Acquired => profiler.acquired_shared(kind, address, pc, Acquired::Waited(waited), now),
+        Outcome::Acquired => profiler.acquired_shared(kind, address, pc, Acquired::Waited(waited), Some(now)),
         Outcome::TimedOut => profiler.refused(kind, address, pc, SHARED, Some(waited)),
         Outcome::Busy | Outcome::Failed => {}
     }
@@ -264,7 +263,7 @@ unsafe extern "C" fn rwlock_tryrdlock(l: Rwlock, pc: usize) -> c_int {
     let result = unsafe { call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l) };
     if let Some(profiler) = active() {
         match result {
-            0 => profiler.acquired_shared(Kind::Rwlock, l as usize, pc, Acquired::NoWait, cycles()),
+            0 => profiler.acquired_shared(Kind::Rwlock, l as usize, pc, Acquired::NoWait, None),
             libc::EBUSY => profiler.refused(Kind::Rwlock, l as usize, pc, SHARED, None),
             _ => {}
         }
@@ -343,9 +342,7 @@ unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, p
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: Rwlock) -> c_int {
     if let Some(profiler) = active() {
-        if !profiler.releasing_exclusive(l as usize) {
-            profiler.releasing_shared(l as usize);
-        }
+        profiler.releasing_rwlock(l as usize);
     }
     unsafe { call_real!(real::RWLOCK_UNLOCK, fn(Rwlock) -> c_int, l) }
 }
@@ -426,7 +423,7 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let result = wait();
     let (now, waited) = profiler.end_wait(started);
     match result {
-        0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), now),
+        0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), Some(now)),
         libc::ETIMEDOUT => profiler.refused(Kind::Cond, c as usize, pc, SHARED, Some(waited)),
         _ => {}
     }
@@ -478,7 +475,7 @@ unsafe extern "C" fn sem_trywait_impl(s: Sem, pc: usize) -> c_int {
     if let Some(profiler) = active() {
         let errno = errno();
         match sem_outcome(result) {
-            Outcome::Acquired => profiler.acquired_shared(Kind::Sem, s as usize, pc, Acquired::NoWait, cycles()),
+            Outcome::Acquired => profiler.acquired_shared(Kind::Sem, s as usize, pc, Acquired::NoWait, None),
             Outcome::Busy => profiler.refused(Kind::Sem, s as usize, pc, SHARED, None),
             _ => {}
         }

@@ -16,7 +16,7 @@ pub mod table;
 
 use lockmeter_locks::clock::cycles;
 use lockmeter_stats::histogram::bin_of;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 use table::{LockRecord, SiteRecord, Tables, HIST_BINS, INIT_SEEN, RETIRED};
 
@@ -149,6 +149,8 @@ const READ_HOLDS: usize = 16;
 pub const HOLD_SAMPLE: u64 = 16;
 
 thread_local! {
+    /// Timed read holds this thread has open.
+    static OPEN_READS: Cell<u32> = const { Cell::new(0) };
     static READS: RefCell<[ReadHold; READ_HOLDS]> =
         const { RefCell::new([ReadHold { address: 0, at: 0, site: 0 }; READ_HOLDS]) };
 }
@@ -229,7 +231,14 @@ impl Profiler {
     /// whether this thread was the recorded holder.
     #[inline(always)]
     pub fn releasing_exclusive(&self, address: usize) -> bool {
-        let Some((_, record)) = self.tables.existing_lock(address) else { return false };
+        match self.tables.existing_lock(address) {
+            Some((_, record)) => self.release_exclusive_record(record),
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn release_exclusive_record(&self, record: &LockRecord) -> bool {
         if record.holder_thread.load(Relaxed) != this_thread() {
             return false;
         }
@@ -268,27 +277,49 @@ impl Profiler {
         true
     }
 
-    /// A shared hold (rwlock read) or a semaphore acquisition.
-    pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: u64) {
+    /// A shared hold (rwlock read), a semaphore acquisition or a condvar
+    /// wake-up. Several threads update these counters at once, so every
+    /// update is an atomic add: only the ones that matter are made (NOWAIT
+    /// is derived), and read holds are timed like exclusive ones (1 in
+    /// `HOLD_SAMPLE` until the lock has been contended).
+    pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
         let Some((index, record)) = self.record(kind, address, pc) else { return };
-        count_wait(&record.sides[SHARED], Some(&record.hist), how, true);
+        let side = &record.sides[SHARED];
+        let stripe = table::stripe_of(this_thread());
+        let before = record.shared_acquisitions.increment(stripe);
         let site = self.tables.site(index, pc);
         if let Some((_, site)) = site {
-            count_wait(&site.counters, None, how, true);
+            site.shared_acquisitions.increment(stripe);
+            if site.shared.load(Relaxed) == 0 {
+                site.shared.store(1, Relaxed);
+            }
         }
-        if kind == Kind::Rwlock {
-            let hold = ReadHold { address, at: now, site: site.map_or(0, |(id, _)| id) };
+        if let Acquired::Waited(wait) = how {
+            for counters in std::iter::once(side).chain(site.map(|(_, s)| &s.counters)) {
+                counters.contended.add(1, true);
+                counters.wait_total.add(wait, true);
+                counters.wait_max.max(wait, true);
+            }
+            record.hist[bin_of(wait).min(HIST_BINS - 1)].add(1, true);
+        }
+        let timed = kind == Kind::Rwlock && (before % HOLD_SAMPLE == 0 || side.contended.get() != 0);
+        if timed {
+            let hold = ReadHold { address, at: now.unwrap_or_else(cycles), site: site.map_or(0, |(id, _)| id) };
             READS.with(|reads| {
                 let mut reads = reads.borrow_mut();
                 if let Some(free) = reads.iter_mut().find(|r| r.address == 0) {
                     *free = hold;
                 }
             });
+            OPEN_READS.with(|open| open.set(open.get() + 1));
         }
     }
 
-    /// A shared hold ends.
-    pub fn releasing_shared(&self, address: usize) {
+    /// A shared hold ends: if it was timed, its hold time is counted.
+    pub fn releasing_shared(&self, address: usize, record: &LockRecord) {
+        if OPEN_READS.with(Cell::get) == 0 {
+            return;
+        }
         let Some(hold) = READS.with(|reads| {
             let mut reads = reads.borrow_mut();
             let entry = reads.iter_mut().rev().find(|r| r.address == address)?;
@@ -298,15 +329,22 @@ impl Profiler {
         }) else {
             return;
         };
-        let Some((_, record)) = self.tables.existing_lock(address) else { return };
+        OPEN_READS.with(|open| open.set(open.get() - 1));
         let held = cycles().saturating_sub(hold.at);
-        record.sides[SHARED].hold_total.add(held, true);
-        record.sides[SHARED].hold_max.max(held, true);
-        record.sides[SHARED].hold_samples.add(1, true);
-        if let Some(site) = self.tables.site_by_id(hold.site) {
-            site.counters.hold_total.add(held, true);
-            site.counters.hold_max.max(held, true);
-            site.counters.hold_samples.add(1, true);
+        let side = &record.sides[SHARED];
+        let site = self.tables.site_by_id(hold.site).map(|s| &s.counters);
+        for counters in std::iter::once(side).chain(site) {
+            counters.hold_total.add(held, true);
+            counters.hold_max.max(held, true);
+            counters.hold_samples.add(1, true);
+        }
+    }
+
+    /// An rwlock is unlocked: the writer's hold or one reader's ends.
+    pub fn releasing_rwlock(&self, address: usize) {
+        let Some((_, record)) = self.tables.existing_lock(address) else { return };
+        if !self.release_exclusive_record(record) {
+            self.releasing_shared(address, record);
         }
     }
 

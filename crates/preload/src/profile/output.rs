@@ -275,12 +275,14 @@ impl Units {
     }
 }
 
-fn counters(side: &SideCounters, units: &Units, spin_known: bool) -> Counters {
+/// `shared`: the shared acquisitions counted in stripes, for a side whose
+/// NOWAIT is derived.
+fn counters(side: &SideCounters, units: &Units, spin_known: bool, shared: Option<u64>) -> Counters {
     let contended = side.contended.get();
-    let acquisitions = side.acquisitions.get();
+    let acquisitions = side.acquisitions.get() + shared.unwrap_or(0);
     Counters {
         acquisitions,
-        nowait: side.nowait.get(),
+        nowait: if shared.is_some() { acquisitions.saturating_sub(contended) } else { side.nowait.get() },
         contended,
         spin: spin_known.then_some(contended),
         sleep: spin_known.then_some(0),
@@ -300,8 +302,8 @@ fn hold_estimate(side: &SideCounters, acquisitions: u64, units: &Units) -> Durat
     Durations::new(total, acquisitions, units.ns(side.hold_max.get()))
 }
 
-fn site_rows(site: &SideCounters, units: &Units, code: &super::symbols::CodeSite, pc: usize) -> Vec<SiteProfile> {
-    let all = counters(site, units, false);
+fn site_rows(site: &SideCounters, units: &Units, code: &super::symbols::CodeSite, pc: usize, shared: Option<u64>) -> Vec<SiteProfile> {
+    let all = counters(site, units, false, shared);
     let row = |role, counters| SiteProfile {
         site: code.name.clone(),
         address: format!("{pc:#x}"),
@@ -335,9 +337,10 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let duration_ns = super::monotonic_ns().saturating_sub(profiler.start_ns);
     let symbols = Symbolizer::new();
     let tables: &Tables = &profiler.tables;
-    let mut sites_of: HashMap<u32, Vec<(usize, &SideCounters)>> = HashMap::new();
+    let mut sites_of: HashMap<u32, Vec<(usize, &SideCounters, Option<u64>)>> = HashMap::new();
     for (lock, pc, record) in tables.all_sites() {
-        sites_of.entry(lock).or_default().push((pc, &record.counters));
+        let shared = (record.shared.load(Relaxed) != 0).then(|| record.shared_acquisitions.sum());
+        sites_of.entry(lock).or_default().push((pc, &record.counters, shared));
     }
     let mut stacks_of: HashMap<u32, Vec<StackProfile>> = HashMap::new();
     for (lock, frames, contended, wait) in stacks::all() {
@@ -351,8 +354,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     for (index, record) in tables.all_locks() {
         let kind = Kind::from_u32(record.kind.load(Relaxed));
         let address = record.key.load(Relaxed);
-        let exclusive = counters(&record.sides[EXCLUSIVE], &units, kind == Kind::Spin);
-        let shared = counters(&record.sides[SHARED], &units, false);
+        let exclusive = counters(&record.sides[EXCLUSIVE], &units, kind == Kind::Spin, None);
+        let shared = counters(&record.sides[SHARED], &units, false, Some(record.shared_acquisitions.sum()));
         let (mut total, read, write) = match kind {
             Kind::Mutex | Kind::Spin => (exclusive.clone(), None, None),
             Kind::Sem | Kind::Cond => (shared.clone(), None, None),
@@ -373,8 +376,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             format!("heap@{}{line}{origin}", site.name)
         });
         let mut sites = Vec::new();
-        for &(pc, counters) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
-            let rows = site_rows(counters, &units, &code(pc), pc);
+        for &(pc, counters, shared) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
+            let rows = site_rows(counters, &units, &code(pc), pc, shared);
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }

@@ -36,9 +36,18 @@ impl Counter {
         }
     }
 
+    /// Adds one (shared) and returns the value before.
+    #[inline(always)]
+    pub fn increment(&self) -> u64 {
+        self.0.fetch_add(1, Relaxed)
+    }
+
     /// Raises the value to `value` if it is larger.
     #[inline(always)]
     pub fn max(&self, value: u64, shared: bool) {
+        if value <= self.0.load(Relaxed) {
+            return;
+        }
         if shared {
             self.0.fetch_max(value, Relaxed);
         } else if value > self.0.load(Relaxed) {
@@ -57,10 +66,50 @@ impl Counter {
     }
 }
 
+/// Number of stripes of a striped counter.
+pub const STRIPES: usize = 8;
+
+/// A counter that many threads add to at once, split into cache-line
+/// stripes so that threads on different CPUs do not pass one line back
+/// and forth (a read-mostly rwlock would otherwise make every reader pay a
+/// cache miss the program itself does not).
+#[derive(Default)]
+pub struct Striped([Padded; STRIPES]);
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Padded(Counter);
+
+/// This thread's stripe.
+#[inline(always)]
+pub fn stripe_of(thread: usize) -> usize {
+    (thread.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61) & (STRIPES - 1)
+}
+
+impl Striped {
+    /// Adds one to stripe `stripe`; returns that stripe's value before.
+    #[inline(always)]
+    pub fn increment(&self, stripe: usize) -> u64 {
+        self.0[stripe].0.increment()
+    }
+
+    /// The total.
+    pub fn sum(&self) -> u64 {
+        self.0.iter().map(|p| p.0.get()).sum()
+    }
+
+    /// Back to zero.
+    pub fn reset(&self) {
+        self.0.iter().for_each(|p| p.0.reset());
+    }
+}
+
 /// Counters of one side of a lock (or of one call site).
 #[derive(Default)]
 pub struct SideCounters {
     pub acquisitions: Counter,
+    /// Exclusive side only: the shared side derives it (acquisitions -
+    /// contended), sparing an atomic add per acquisition.
     pub nowait: Counter,
     pub contended: Counter,
     pub cond_reacquire: Counter,
@@ -168,6 +217,8 @@ pub struct LockRecord {
     pub first_site: AtomicUsize,
     /// Index 0: exclusive (mutex, spin, rwlock write); 1: shared.
     pub sides: [SideCounters; 2],
+    /// Shared acquisitions (the shared side's `acquisitions` is unused).
+    pub shared_acquisitions: Striped,
     pub clock: WaiterClock,
     pub hist: [Counter; HIST_BINS],
 }
@@ -177,7 +228,11 @@ pub struct LockRecord {
 pub struct SiteRecord {
     /// `(lock index + 1) << 48 | return address`; 0 = empty.
     pub key: AtomicU64,
+    /// 1 once the site took the lock shared (its NOWAIT is derived).
+    pub shared: AtomicU32,
     pub counters: SideCounters,
+    /// Shared acquisitions at this site.
+    pub shared_acquisitions: Striped,
 }
 
 /// Profiler health counters.

@@ -362,10 +362,17 @@ impl SortKey {
 }
 
 /// Locks to show: used ones whose total wait is at least `min_wait_ns`,
-/// in `sort` order (ties by name, so output is stable).
+/// in `sort` order (ties by name, so output is stable). Condition
+/// variables come after the locks: their waits are for events, not for
+/// other threads to get out of the way.
 pub fn selected_locks(profile: &Profile, sort: SortKey, min_wait_ns: u64) -> Vec<&LockProfile> {
     let mut locks: Vec<&LockProfile> = profile.used_locks().filter(|l| l.counters.wait_ns.total >= min_wait_ns).collect();
-    locks.sort_by(|a, b| sort.key(&b.counters).cmp(&sort.key(&a.counters)).then_with(|| a.name.cmp(&b.name)));
+    locks.sort_by(|a, b| {
+        (a.kind == Kind::Cond)
+            .cmp(&(b.kind == Kind::Cond))
+            .then_with(|| sort.key(&b.counters).cmp(&sort.key(&a.counters)))
+            .then_with(|| a.name.cmp(&b.name))
+    });
     locks
 }
 
