@@ -76,6 +76,11 @@ fn exclusive(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_
     if tried != libc::EBUSY {
         return tried;
     }
+    waited_exclusive(profiler, kind, address, pc, block)
+}
+
+#[inline(always)]
+fn waited_exclusive(profiler: &super::Profiler, kind: Kind, address: usize, pc: usize, block: impl FnOnce() -> c_int) -> c_int {
     let started = profiler.begin_wait(kind, address, pc);
     let result = block();
     let (now, waited) = profiler.end_wait(started);
@@ -220,10 +225,11 @@ unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: u
 /// Exported: ends the hold, then unlocks.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: Mutex) -> c_int {
-    if let Some(profiler) = active() {
-        profiler.releasing_exclusive(m as usize);
-    }
-    unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) }
+    let Some(profiler) = active() else { return unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) } };
+    let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
+    let result = unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) };
+    profiler.released(release);
+    result
 }
 
 unsafe extern "C" fn mutex_init(m: Mutex, attr: *const libc::pthread_mutexattr_t, pc: usize) -> c_int {
@@ -341,10 +347,11 @@ unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, p
 /// read hold, then unlocks.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: Rwlock) -> c_int {
-    if let Some(profiler) = active() {
-        profiler.releasing_rwlock(l as usize);
-    }
-    unsafe { call_real!(real::RWLOCK_UNLOCK, fn(Rwlock) -> c_int, l) }
+    let Some(profiler) = active() else { return unsafe { call_real!(real::RWLOCK_UNLOCK, fn(Rwlock) -> c_int, l) } };
+    let release = profiler.releasing_rwlock(l as usize);
+    let result = unsafe { call_real!(real::RWLOCK_UNLOCK, fn(Rwlock) -> c_int, l) };
+    profiler.released(release);
+    result
 }
 
 unsafe extern "C" fn rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t, pc: usize) -> c_int {
@@ -387,10 +394,11 @@ unsafe extern "C" fn spin_trylock(l: Spin, pc: usize) -> c_int {
 /// Exported: ends the hold, then unlocks.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_spin_unlock(l: Spin) -> c_int {
-    if let Some(profiler) = active() {
-        profiler.releasing_exclusive(l as usize);
-    }
-    unsafe { call_real!(real::SPIN_UNLOCK, fn(Spin) -> c_int, l) }
+    let Some(profiler) = active() else { return unsafe { call_real!(real::SPIN_UNLOCK, fn(Spin) -> c_int, l) } };
+    let release = profiler.releasing_exclusive(Kind::Spin, l as usize);
+    let result = unsafe { call_real!(real::SPIN_UNLOCK, fn(Spin) -> c_int, l) };
+    profiler.released(release);
+    result
 }
 
 unsafe extern "C" fn spin_init(l: Spin, pshared: c_int, pc: usize) -> c_int {
@@ -418,7 +426,8 @@ pub unsafe extern "C" fn pthread_spin_destroy(l: Spin) -> c_int {
 #[inline(always)]
 fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let Some(profiler) = active() else { return wait() };
-    profiler.releasing_exclusive(m as usize);
+    let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
+    profiler.released(release);
     let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
     let result = wait();
     let (now, waited) = profiler.end_wait(started);

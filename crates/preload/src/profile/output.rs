@@ -6,7 +6,7 @@
 
 use super::stacks;
 use super::symbols::Symbolizer;
-use super::table::{SideCounters, Tables};
+use super::table::{SideCounters, Tables, ThreadBlock, HIST_BINS};
 use super::{active, Kind, Profiler, EXCLUSIVE, SHARED};
 use lockmeter_locks::clock;
 use lockmeter_stats::profile::{self, Counters, Durations, Health, LockProfile, Profile, Role, SiteProfile, StackProfile};
@@ -275,35 +275,71 @@ impl Units {
     }
 }
 
-/// `shared`: the shared acquisitions counted in stripes, for a side whose
-/// NOWAIT is derived.
-fn counters(side: &SideCounters, units: &Units, spin_known: bool, shared: Option<u64>) -> Counters {
-    let contended = side.contended.get();
-    let acquisitions = side.acquisitions.get() + shared.unwrap_or(0);
-    Counters {
-        acquisitions,
-        nowait: if shared.is_some() { acquisitions.saturating_sub(contended) } else { side.nowait.get() },
-        contended,
-        spin: spin_known.then_some(contended),
-        sleep: spin_known.then_some(0),
-        reject: side.reject.get(),
-        timeout: side.timeout.get(),
-        wait_ns: Durations::new(units.ns(side.wait_total.get()), contended + side.timeout.get(), units.ns(side.wait_max.get())),
-        hold_ns: hold_estimate(side, acquisitions, units),
-        delay_ns: units.ns(side.delay_total.get()),
+/// Sums of the per-thread counters of one side of a lock or site.
+#[derive(Default, Clone)]
+struct Sum {
+    acquisitions: u64,
+    nowait: u64,
+    contended: u64,
+    cond_reacquire: u64,
+    reject: u64,
+    timeout: u64,
+    wait_total: u64,
+    wait_max: u64,
+    hold_total: u64,
+    hold_max: u64,
+    hold_samples: u64,
+    delay_total: u64,
+}
+
+impl Sum {
+    fn add(&mut self, c: &SideCounters) {
+        self.acquisitions += c.acquisitions.get();
+        self.nowait += c.nowait.get();
+        self.contended += c.contended.get();
+        self.cond_reacquire += c.cond_reacquire.get();
+        self.reject += c.reject.get();
+        self.timeout += c.timeout.get();
+        self.wait_total += c.wait_total.get();
+        self.wait_max = self.wait_max.max(c.wait_max.get());
+        self.hold_total += c.hold_total.get();
+        self.hold_max = self.hold_max.max(c.hold_max.get());
+        self.hold_samples += c.hold_samples.get();
+        self.delay_total += c.delay_total.get();
+    }
+
+    /// A total over the timed holds, scaled to all holds.
+    fn scaled(&self, timed: u64) -> u64 {
+        if self.hold_samples == 0 || self.hold_samples >= self.acquisitions {
+            timed
+        } else {
+            (timed as f64 * self.acquisitions as f64 / self.hold_samples as f64) as u64
+        }
+    }
+
+    /// Hold time over all acquisitions, from the holds that were timed.
+    fn hold(&self, units: &Units) -> Durations {
+        Durations::new(units.ns(self.scaled(self.hold_total)), self.acquisitions, units.ns(self.hold_max))
+    }
+
+    fn counters(&self, units: &Units, spin_known: bool) -> Counters {
+        Counters {
+            acquisitions: self.acquisitions,
+            nowait: self.nowait,
+            contended: self.contended,
+            spin: spin_known.then_some(self.contended),
+            sleep: spin_known.then_some(0),
+            reject: self.reject,
+            timeout: self.timeout,
+            wait_ns: Durations::new(units.ns(self.wait_total), self.contended + self.timeout, units.ns(self.wait_max)),
+            hold_ns: self.hold(units),
+            delay_ns: units.ns(self.scaled(self.delay_total)),
+        }
     }
 }
 
-/// Hold time over all acquisitions, from the holds that were timed.
-fn hold_estimate(side: &SideCounters, acquisitions: u64, units: &Units) -> Durations {
-    let samples = side.hold_samples.get();
-    let timed = units.ns(side.hold_total.get());
-    let total = if samples == 0 || samples >= acquisitions { timed } else { (timed as f64 * acquisitions as f64 / samples as f64) as u64 };
-    Durations::new(total, acquisitions, units.ns(side.hold_max.get()))
-}
-
-fn site_rows(site: &SideCounters, units: &Units, code: &super::symbols::CodeSite, pc: usize, shared: Option<u64>) -> Vec<SiteProfile> {
-    let all = counters(site, units, false, shared);
+fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usize) -> Vec<SiteProfile> {
+    let all = sum.counters(units, false);
     let row = |role, counters| SiteProfile {
         site: code.name.clone(),
         address: format!("{pc:#x}"),
@@ -337,10 +373,14 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let duration_ns = super::monotonic_ns().saturating_sub(profiler.start_ns);
     let symbols = Symbolizer::new();
     let tables: &Tables = &profiler.tables;
-    let mut sites_of: HashMap<u32, Vec<(usize, &SideCounters, Option<u64>)>> = HashMap::new();
-    for (lock, pc, record) in tables.all_sites() {
-        let shared = (record.shared.load(Relaxed) != 0).then(|| record.shared_acquisitions.sum());
-        sites_of.entry(lock).or_default().push((pc, &record.counters, shared));
+    let blocks: Vec<&ThreadBlock> = tables.blocks().collect();
+    let mut sites_of: HashMap<u32, Vec<(usize, Sum)>> = HashMap::new();
+    for (lock, pc, id) in tables.all_sites() {
+        let mut sum = Sum::default();
+        for site in blocks.iter().filter_map(|b| b.site(id)) {
+            sum.add(&site.counters);
+        }
+        sites_of.entry(lock).or_default().push((pc, sum));
     }
     let mut stacks_of: HashMap<u32, Vec<StackProfile>> = HashMap::new();
     for (lock, frames, contended, wait) in stacks::all() {
@@ -354,8 +394,17 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     for (index, record) in tables.all_locks() {
         let kind = Kind::from_u32(record.kind.load(Relaxed));
         let address = record.key.load(Relaxed);
-        let exclusive = counters(&record.sides[EXCLUSIVE], &units, kind == Kind::Spin, None);
-        let shared = counters(&record.sides[SHARED], &units, false, Some(record.shared_acquisitions.sum()));
+        let (mut exclusive_sum, mut shared_sum) = (Sum::default(), Sum::default());
+        let mut hist = vec![0u64; HIST_BINS];
+        for mine in blocks.iter().map(|b| b.lock(index)) {
+            exclusive_sum.add(&mine.sides[EXCLUSIVE]);
+            shared_sum.add(&mine.sides[SHARED]);
+            for (bin, count) in hist.iter_mut().zip(&mine.hist) {
+                *bin += count.get();
+            }
+        }
+        let exclusive = exclusive_sum.counters(&units, kind == Kind::Spin);
+        let shared = shared_sum.counters(&units, false);
         let (mut total, read, write) = match kind {
             Kind::Mutex | Kind::Spin => (exclusive.clone(), None, None),
             Kind::Sem | Kind::Cond => (shared.clone(), None, None),
@@ -376,8 +425,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             format!("heap@{}{line}{origin}", site.name)
         });
         let mut sites = Vec::new();
-        for &(pc, counters, shared) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
-            let rows = site_rows(counters, &units, &code(pc), pc, shared);
+        for (pc, sum) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
+            let rows = site_rows(sum, &units, &code(*pc), *pc);
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }
@@ -388,7 +437,6 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             Kind::Sem => profile::Kind::Sem,
             Kind::Cond => profile::Kind::Cond,
         };
-        let mut hist: Vec<u64> = record.hist.iter().map(|c| c.get()).collect();
         while hist.last() == Some(&0) {
             hist.pop();
         }
@@ -398,7 +446,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             kind: profile_kind,
             address: format!("{address:#x}"),
             generation: record.generation.load(Relaxed),
-            cond_reacquire: record.sides[EXCLUSIVE].cond_reacquire.get(),
+            cond_reacquire: exclusive_sum.cond_reacquire,
             counters: total,
             util_pct: if duration_ns > 0 { 100.0 * util_base as f64 / duration_ns as f64 } else { 0.0 },
             hist_wait_log2_cycles: hist,
@@ -449,32 +497,16 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     }
 }
 
-/// What recording adds to one uncontended lock+unlock, measured now on a
-/// private mutex and private tables: the median of 5 rounds of (profiled
-/// pair - bare pair).
+/// What recording adds to one uncontended lock+unlock, measured now on
+/// private tables: the median of 5 rounds of 20000 recorded pairs (the
+/// lookups and counters; not the entry point and the thread's block
+/// lookup, about 2 ns more).
 fn overhead_ns_per_pair() -> f64 {
     static SCRATCH: OnceLock<Option<Profiler>> = OnceLock::new();
     let Some(scratch) = SCRATCH.get_or_init(|| Profiler::new(0)) else { return 0.0 };
     let mut mutex: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
-    let m = &mut mutex as *mut libc::pthread_mutex_t;
-    let address = m as usize;
-    const PAIRS: u32 = 20_000;
-    let time = |profiled: bool| {
-        let start = std::time::Instant::now();
-        for _ in 0..PAIRS {
-            // SAFETY: a private, initialised mutex, locked and unlocked by this thread.
-            unsafe {
-                super::real::call_real!(super::real::MUTEX_TRYLOCK, fn(*mut libc::pthread_mutex_t) -> libc::c_int, m);
-                if profiled {
-                    scratch.acquired_exclusive(Kind::Mutex, address, 0x1000, super::Acquired::NoWait, None);
-                    scratch.releasing_exclusive(address);
-                }
-                super::real::call_real!(super::real::MUTEX_UNLOCK, fn(*mut libc::pthread_mutex_t) -> libc::c_int, m);
-            }
-        }
-        start.elapsed().as_nanos() as f64 / f64::from(PAIRS)
-    };
-    let mut differences: Vec<f64> = (0..5).map(|_| time(true) - time(false)).collect();
-    differences.sort_by(f64::total_cmp);
-    differences[2].max(0.0)
+    let address = &mut mutex as *mut libc::pthread_mutex_t as usize;
+    let mut rounds: Vec<f64> = (0..5).map(|_| scratch.time_recording(address, 20_000)).collect();
+    rounds.sort_by(f64::total_cmp);
+    rounds[2]
 }

@@ -1,15 +1,13 @@
-//! The profiler's tables: one record per lock and one per (lock, call
-//! site), in fixed-size open-addressing tables that threads insert into
-//! with a compare-and-swap. No lock on any path: a lock the program takes
-//! must never wait for the profiler.
-//!
-//! Counters of an exclusive lock (mutex, spinlock, rwlock write side) are
-//! written only by the thread holding that lock, so they are updated with
-//! a plain load and store (no locked instruction); counters of shared
-//! holds (rwlock read side, semaphores, condvar waits) and of refused
-//! trylocks use atomic read-modify-writes.
+//! The profiler's tables. Identity is global: one record per lock and one
+//! per (lock, call site), in fixed-size open-addressing tables that threads
+//! insert into with a compare-and-swap and otherwise only read. Counters
+//! are per thread: every thread has its own block of counters, indexed like
+//! the global tables, written with plain stores by that thread alone and
+//! summed when the profile is written. No lock on any path, and no cache
+//! line written by two threads on an uncontended acquisition: a profiled
+//! lock must not become a contended cache line the program never had.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 /// Histogram bins kept per lock (2^47 cycles is over ten hours).
 pub const HIST_BINS: usize = 48;
@@ -66,44 +64,6 @@ impl Counter {
     }
 }
 
-/// Number of stripes of a striped counter.
-pub const STRIPES: usize = 8;
-
-/// A counter that many threads add to at once, split into cache-line
-/// stripes so that threads on different CPUs do not pass one line back
-/// and forth (a read-mostly rwlock would otherwise make every reader pay a
-/// cache miss the program itself does not).
-#[derive(Default)]
-pub struct Striped([Padded; STRIPES]);
-
-#[derive(Default)]
-#[repr(align(64))]
-struct Padded(Counter);
-
-/// This thread's stripe.
-#[inline(always)]
-pub fn stripe_of(thread: usize) -> usize {
-    (thread.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61) & (STRIPES - 1)
-}
-
-impl Striped {
-    /// Adds one to stripe `stripe`; returns that stripe's value before.
-    #[inline(always)]
-    pub fn increment(&self, stripe: usize) -> u64 {
-        self.0[stripe].0.increment()
-    }
-
-    /// The total.
-    pub fn sum(&self) -> u64 {
-        self.0.iter().map(|p| p.0.get()).sum()
-    }
-
-    /// Back to zero.
-    pub fn reset(&self) {
-        self.0.iter().for_each(|p| p.0.reset());
-    }
-}
-
 /// Counters of one side of a lock (or of one call site).
 #[derive(Default)]
 pub struct SideCounters {
@@ -126,63 +86,56 @@ pub struct SideCounters {
     pub delay_total: Counter,
 }
 
-/// The waiter-weighted clock of a lock: how many threads wait, and the
-/// integral of that number over time, so a holder can learn how much
-/// waiting its hold caused (Go 1.22's delay). Only touched when a thread
-/// waits, and by a holder that sees waiters.
+/// The waiters of a lock, for the waiter-weighted delay (Go 1.22's): how
+/// many threads wait, and the sum of the times they started. A holder
+/// reads both when its hold starts (n_a, s_a at t_a) and ends (n_r, s_r
+/// at t_r); the threads waiting during the hold waited, in total,
+///
+///   n_a (t_r - t_a) + sum over newcomers of (t_r - start)
+///   = n_r t_r - n_a t_a - (s_r - s_a)
+///
+/// (a waiter leaves only by acquiring, which the hold prevents). Lock-free:
+/// waiters add and subtract atomically, holders only load.
 #[derive(Default)]
 pub struct WaiterClock {
-    guard: AtomicU32,
     waiting: AtomicU64,
-    since: AtomicU64,
-    area: AtomicU64,
+    start_sum: AtomicU64,
+}
+
+/// What a holder saw of the waiters at one moment.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waiters {
+    pub count: u64,
+    pub start_sum: u64,
 }
 
 impl WaiterClock {
-    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
-        while self.guard.swap(1, Acquire) != 0 {
-            std::hint::spin_loop();
-        }
-        let result = f();
-        self.guard.store(0, Release);
-        result
+    /// A thread starts waiting at `start`.
+    pub fn arrive(&self, start: u64) {
+        self.start_sum.fetch_add(start, Relaxed);
+        self.waiting.fetch_add(1, Release);
     }
 
-    /// A thread starts (`+1`) or stops (`-1`) waiting at `now`.
-    pub fn change(&self, now: u64, delta: i64) {
-        self.locked(|| {
-            let waiting = self.waiting.load(Relaxed);
-            let elapsed = now.saturating_sub(self.since.load(Relaxed));
-            self.area.store(self.area.load(Relaxed) + waiting * elapsed, Relaxed);
-            self.since.store(now, Relaxed);
-            self.waiting.store(waiting.wrapping_add_signed(delta), Relaxed);
-        })
+    /// The thread that arrived at `start` stops waiting.
+    pub fn leave(&self, start: u64) {
+        self.waiting.fetch_sub(1, Release);
+        self.start_sum.fetch_sub(start, Relaxed);
     }
 
-    /// Whether a thread is waiting now.
+    /// The waiters now.
     #[inline(always)]
-    pub fn has_waiters(&self) -> bool {
-        self.waiting.load(Relaxed) != 0
+    pub fn now(&self) -> Waiters {
+        Waiters { count: self.waiting.load(Acquire), start_sum: self.start_sum.load(Relaxed) }
     }
 
-    /// Whether any thread waited since the area read `area` (a holder that
-    /// saw no waiter at acquisition and sees none now caused no delay).
-    #[inline(always)]
-    pub fn changed_since(&self, area: u64) -> bool {
-        self.waiting.load(Relaxed) != 0 || self.area.load(Relaxed) != area
-    }
-
-    /// Waiter-cycles accumulated up to `now`.
-    #[inline(always)]
-    pub fn area_at(&self, now: u64) -> u64 {
-        let area = self.area.load(Relaxed);
-        if self.waiting.load(Relaxed) == 0 {
-            return area;
-        }
-        self.locked(|| {
-            let elapsed = now.saturating_sub(self.since.load(Relaxed));
-            self.area.load(Relaxed) + self.waiting.load(Relaxed) * elapsed
-        })
+    /// Waiter-cycles during a hold from `at_start` (time `started`; 0 and
+    /// no waiters when untimed) to `at_end` (time `ended`).
+    pub fn delay(at_start: Waiters, started: u64, at_end: Waiters, ended: u64) -> u64 {
+        let total = at_end.count.wrapping_mul(ended).wrapping_sub(at_start.count.wrapping_mul(started));
+        let delay = total.wrapping_sub(at_end.start_sum.wrapping_sub(at_start.start_sum));
+        // A race between the two loads of a snapshot can only make this
+        // slightly wrong; a "negative" result is such a race.
+        if (delay as i64) < 0 { 0 } else { delay }
     }
 }
 
@@ -192,47 +145,103 @@ pub const RETIRED: u32 = 1;
 /// Flag: the record was created by an init call (its site names it).
 pub const INIT_SEEN: u32 = 2;
 
-/// One lock.
+/// One lock: its identity and the clock of its waiters (written only by
+/// threads that wait).
 #[repr(C, align(64))]
 pub struct LockRecord {
     pub key: AtomicUsize,
     pub flags: AtomicU32,
     pub kind: AtomicU32,
     pub generation: AtomicU32,
-    /// Site index + 1 of the exclusive holder's acquisition.
+    /// Return address of the init call or of the first use.
+    pub first_site: AtomicUsize,
+    /// On a line of its own: waiters write it, while every acquisition
+    /// reads the identity above.
+    pub clock: Padded<WaiterClock>,
+}
+
+/// A value alone on its cache line.
+#[repr(align(64))]
+pub struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// One (lock, call site) pair.
+#[repr(C)]
+pub struct SiteRecord {
+    /// `(lock index + 1) << 48 | return address`; 0 = empty.
+    pub key: AtomicU64,
+}
+
+/// One thread's counters of one lock.
+#[repr(C, align(64))]
+pub struct ThreadLock {
+    /// Index 0: exclusive (mutex, spin, rwlock write); 1: shared.
+    pub sides: [SideCounters; 2],
+    pub hist: [Counter; HIST_BINS],
+    /// This thread holds the lock exclusively (as far as it knows).
+    pub holding: AtomicU32,
+    /// Site record id of the current exclusive hold.
     pub holder_site: AtomicU32,
-    /// `pthread_self()` of the exclusive holder, 0 when free.
-    pub holder_thread: AtomicUsize,
-    /// Extra holds of a recursive mutex by its holder.
-    pub depth: AtomicU32,
     /// Cycle count at the start of the current exclusive hold, 0 when
     /// this hold is not timed.
     pub acquired_at: AtomicU64,
+    /// 1 if this thread's last timed hold of the lock was long.
+    pub long_holds: AtomicU32,
+    /// The waiters when the current exclusive hold started.
+    pub waiters_at_acquire: AtomicU64,
+    pub start_sum_at_acquire: AtomicU64,
     /// The return address whose site record is `last_site` (a cache: most
     /// locks are taken from one or two places).
     pub last_pc: AtomicUsize,
     pub last_site: AtomicU32,
-    pub area_at_acquire: AtomicU64,
-    /// Return address of the init call or of the first use.
-    pub first_site: AtomicUsize,
-    /// Index 0: exclusive (mutex, spin, rwlock write); 1: shared.
-    pub sides: [SideCounters; 2],
-    /// Shared acquisitions (the shared side's `acquisitions` is unused).
-    pub shared_acquisitions: Striped,
-    pub clock: WaiterClock,
-    pub hist: [Counter; HIST_BINS],
+    /// Read holds this thread has open on the lock, and the timing of the
+    /// outermost one (0: not timed).
+    pub reads_open: AtomicU32,
+    pub read_site: AtomicU32,
+    pub read_at: AtomicU64,
 }
 
-/// One (lock, call site) pair.
+/// One thread's counters of one call site.
 #[repr(C, align(64))]
-pub struct SiteRecord {
-    /// `(lock index + 1) << 48 | return address`; 0 = empty.
-    pub key: AtomicU64,
-    /// 1 once the site took the lock shared (its NOWAIT is derived).
-    pub shared: AtomicU32,
+pub struct ThreadSite {
     pub counters: SideCounters,
-    /// Shared acquisitions at this site.
-    pub shared_acquisitions: Striped,
+    /// 1 once the site took the lock shared.
+    pub shared: AtomicU32,
+}
+
+/// One thread's counters (reused by a later thread once it exits: the
+/// counts are sums, so they stay valid).
+pub struct ThreadBlock {
+    pub locks: &'static [ThreadLock],
+    pub sites: &'static [ThreadSite],
+    next: *const ThreadBlock,
+    free: AtomicBool,
+}
+
+// SAFETY: `next` is written once before the block is published and only
+// read afterwards; every other field is atomic.
+unsafe impl Sync for ThreadBlock {}
+// SAFETY: as above.
+unsafe impl Send for ThreadBlock {}
+
+impl ThreadBlock {
+    /// This thread's counters of lock `index`.
+    #[inline(always)]
+    pub fn lock(&self, index: u32) -> &ThreadLock {
+        &self.locks[index as usize]
+    }
+
+    /// This thread's counters of the site with id `id` (0: none).
+    #[inline(always)]
+    pub fn site(&self, id: u32) -> Option<&ThreadSite> {
+        id.checked_sub(1).map(|i| &self.sites[i as usize])
+    }
 }
 
 /// Profiler health counters.
@@ -250,6 +259,7 @@ pub struct HealthCounters {
 pub struct Tables {
     locks: &'static [LockRecord],
     sites: &'static [SiteRecord],
+    threads: AtomicPtr<ThreadBlock>,
     pub health: HealthCounters,
 }
 
@@ -286,7 +296,56 @@ fn home(key: u64, slots: usize) -> usize {
 impl Tables {
     /// Fresh, empty tables; `None` if the memory cannot be mapped.
     pub fn new() -> Option<Tables> {
-        Some(Tables { locks: map_zeroed(LOCK_SLOTS)?, sites: map_zeroed(SITE_SLOTS)?, health: HealthCounters::default() })
+        Some(Tables {
+            locks: map_zeroed(LOCK_SLOTS)?,
+            sites: map_zeroed(SITE_SLOTS)?,
+            threads: AtomicPtr::new(std::ptr::null_mut()),
+            health: HealthCounters::default(),
+        })
+    }
+
+    /// A counter block for the calling thread: one a finished thread left,
+    /// or a new one. `None` if memory cannot be mapped.
+    pub fn claim_block(&self) -> Option<&ThreadBlock> {
+        let mut block = self.threads.load(Acquire);
+        while !block.is_null() {
+            // SAFETY: blocks are never freed once pushed.
+            let candidate = unsafe { &*block };
+            if candidate.free.compare_exchange(true, false, Acquire, Relaxed).is_ok() {
+                return Some(candidate);
+            }
+            block = candidate.next.cast_mut();
+        }
+        let fresh = Box::leak(Box::new(ThreadBlock {
+            locks: map_zeroed(LOCK_SLOTS)?,
+            sites: map_zeroed(SITE_SLOTS)?,
+            next: std::ptr::null(),
+            free: AtomicBool::new(false),
+        }));
+        let mut head = self.threads.load(Acquire);
+        loop {
+            fresh.next = head;
+            match self.threads.compare_exchange(head, fresh, AcqRel, Acquire) {
+                Ok(_) => return Some(fresh),
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Gives a block back when its thread exits.
+    pub fn release_block(&self, block: &ThreadBlock) {
+        block.free.store(true, Release);
+    }
+
+    /// Every thread block ever claimed.
+    pub fn blocks(&self) -> impl Iterator<Item = &ThreadBlock> {
+        let mut block = self.threads.load(Acquire);
+        std::iter::from_fn(move || {
+            // SAFETY: blocks are never freed once pushed.
+            let current = unsafe { block.as_ref() }?;
+            block = current.next.cast_mut();
+            Some(current)
+        })
     }
 
     /// The live record of the lock at `address`, created (with `kind` and
@@ -373,22 +432,16 @@ impl Tables {
         None
     }
 
-    /// The site record with index + 1 `id` (from [`Tables::site`]).
-    #[inline(always)]
-    pub fn site_by_id(&self, id: u32) -> Option<&SiteRecord> {
-        id.checked_sub(1).map(|i| &self.sites[i as usize])
-    }
-
     /// Every lock record ever inserted, with its index.
     pub fn all_locks(&self) -> impl Iterator<Item = (u32, &LockRecord)> {
         self.locks.iter().enumerate().filter(|(_, r)| r.key.load(Acquire) != 0).map(|(i, r)| (i as u32, r))
     }
 
-    /// Every site record: (lock index, return address, record).
-    pub fn all_sites(&self) -> impl Iterator<Item = (u32, usize, &SiteRecord)> {
-        self.sites.iter().filter_map(|r| {
+    /// Every site record: (lock index, return address, site id).
+    pub fn all_sites(&self) -> impl Iterator<Item = (u32, usize, u32)> + '_ {
+        self.sites.iter().enumerate().filter_map(|(i, r)| {
             let key = r.key.load(Acquire);
-            (key != 0).then(|| (((key >> 48) - 1) as u32, (key & ((1 << 48) - 1)) as usize, r))
+            (key != 0).then(|| (((key >> 48) - 1) as u32, (key & ((1 << 48) - 1)) as usize, i as u32 + 1))
         })
     }
 }
@@ -420,6 +473,32 @@ mod tests {
         assert_ne!(tables.site(2, 0x4000).unwrap().0, a);
         let sites: Vec<_> = tables.all_sites().map(|(lock, pc, _)| (lock, pc)).collect();
         assert!(sites.contains(&(1, 0x4000)) && sites.contains(&(2, 0x4000)));
+    }
+
+    #[test]
+    fn the_delay_is_the_waiting_during_the_hold() {
+        let clock = WaiterClock::default();
+        clock.arrive(100); // waiting before the hold starts at 1000
+        let at_start = clock.now();
+        clock.arrive(1500); // arrives during the hold
+        let at_end = clock.now();
+        // Ends at 3000: (3000 - 1000) + (3000 - 1500).
+        assert_eq!(WaiterClock::delay(at_start, 1000, at_end, 3000), 2000 + 1500);
+        clock.leave(100);
+        clock.leave(1500);
+        assert!(clock.now() == Waiters::default());
+        assert_eq!(WaiterClock::delay(Waiters::default(), 0, Waiters::default(), 5000), 0, "nobody waited");
+    }
+
+    #[test]
+    fn blocks_of_finished_threads_are_reused() {
+        let tables = Tables::new().unwrap();
+        let first = tables.claim_block().unwrap() as *const ThreadBlock;
+        let second = tables.claim_block().unwrap();
+        assert_ne!(first, second as *const ThreadBlock);
+        tables.release_block(second);
+        assert_eq!(tables.claim_block().unwrap() as *const ThreadBlock, second as *const ThreadBlock);
+        assert_eq!(tables.blocks().count(), 2);
     }
 
     #[test]
