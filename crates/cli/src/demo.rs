@@ -7,6 +7,7 @@ use lockmeter_bench::work::Calibration;
 use lockmeter_bench::workloads::{median, uncontended_pair_ns};
 use lockmeter_bench::{LockKind, Recording};
 use lockmeter_stats::histogram::render_side_by_side;
+use lockmeter_stats::profile::{render_table, TableOptions};
 use lockmeter_stats::report::{self, Row};
 use std::time::Duration;
 
@@ -176,9 +177,64 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     println!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
     lockmeter_bench::plot::throughput(&scaling, &settings.plot)?;
     println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
-    println!("Next: `lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
+    profile_a_program(2 * SCENARIOS.len() + 4);
+    println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph);");
+    println!("`lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
     Ok(())
+}
+
+/// The bundled program `lockmeter run` is shown on.
+const CACHE_SOURCE: &str = include_str!("../demo/cache.c");
+
+/// Compiles the bundled cache program with the system's C compiler.
+fn build_cache_program() -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("lockmeter-demo.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let source = dir.join("cache.c");
+    let binary = dir.join("cache");
+    std::fs::write(&source, CACHE_SOURCE).map_err(|e| format!("cannot write {}: {e}", source.display()))?;
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let status = std::process::Command::new(&compiler)
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .map_err(|e| format!("cannot run the C compiler {compiler}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{compiler} could not compile the bundled cache.c"));
+    }
+    Ok(binary)
+}
+
+/// Section: `lockmeter run` on the bundled cache program.
+fn profile_a_program(number: usize) {
+    println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4` (a bundled C program: 4 threads");
+    println!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
+    let binary = match build_cache_program() {
+        Ok(binary) => binary,
+        Err(e) => {
+            println!("   (skipped: {e})\n");
+            return;
+        }
+    };
+    let command: Vec<std::ffi::OsString> = vec![binary.clone().into(), "4".into(), "200000".into()];
+    match crate::run::profile_captured(&command) {
+        Ok((status, stdout, Some(profile))) if status.success() => {
+            let options = TableOptions { sites_per_role: 2, histograms: 2, ..TableOptions::default() };
+            print!("{}", render_table(&profile, &options));
+            println!("\n   The program's own report, profiled: {}", String::from_utf8_lossy(&stdout).trim());
+            if let Ok(bare) = std::process::Command::new(&binary).args(["4", "200000"]).output() {
+                println!("   and without lockmeter:             {}", String::from_utf8_lossy(&bare.stdout).trim());
+            }
+            println!();
+        }
+        Ok((status, _, _)) => println!("   (the program failed under the profiler: {status})\n"),
+        Err(failure) => println!("   (skipped: {})\n", failure.message),
+    }
+    if let Some(dir) = binary.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {

@@ -233,6 +233,27 @@ fn collect(dir: &Path, root: u32) -> Vec<Result<Profile, String>> {
     found.into_iter().map(|(_, path)| Profile::load(&path).map_err(|e| e.0)).collect()
 }
 
+/// Runs `command` under the profiler with its stdout captured (stderr and
+/// stdin inherited) and returns its exit status, its output, and the
+/// profile of its root process.
+pub fn profile_captured(command: &[OsString]) -> Result<(std::process::ExitStatus, Vec<u8>, Option<Profile>), Failure> {
+    let library = library()?;
+    let program = command.first().ok_or_else(|| Failure::usage("no command given"))?;
+    let scratch = scratch_dir()?;
+    let child = Command::new(program)
+        .args(&command[1..])
+        .env("LD_PRELOAD", &library)
+        .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
+        .env_remove("LOCKMETER_ROOT_PID")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::runtime(format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e))))?;
+    let root = child.id();
+    let output = child.wait_with_output().map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
+    let profile = collect(&scratch.0, root).into_iter().next().and_then(Result::ok).filter(|p| p.pid == root);
+    Ok((output.status, output.stdout, profile))
+}
+
 /// Removes the scratch directory when dropped.
 struct Scratch(PathBuf);
 

@@ -298,8 +298,7 @@ impl Profiler {
         }
         let waiters = record.clock.now();
         mine.acquired_at.store(now.unwrap_or_else(cycles).max(1), Relaxed);
-        mine.waiters_at_acquire.store(waiters.count, Relaxed);
-        mine.start_sum_at_acquire.store(waiters.start_sum, Relaxed);
+        mine.waiters_at_acquire.store(waiters, Relaxed);
     }
 
     /// An exclusive hold is about to end: call just before the real
@@ -330,10 +329,7 @@ impl Profiler {
         if started == 0 {
             return None;
         }
-        let at_start = table::Waiters {
-            count: mine.waiters_at_acquire.load(Relaxed),
-            start_sum: mine.start_sum_at_acquire.load(Relaxed),
-        };
+        let at_start = mine.waiters_at_acquire.load(Relaxed);
         let at_end = record.clock.now();
         Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: false })
     }
@@ -358,7 +354,7 @@ impl Profiler {
         }
         let long = &mine.long_holds;
         long.store(u32::from(hold >= LONG_HOLD_CYCLES), Relaxed);
-        if !r.shared && (r.at_end != r.at_start || r.at_end.count != 0) {
+        if !r.shared && (r.at_end != r.at_start || r.at_end.count() != 0) {
             let delay = table::WaiterClock::delay(r.at_start, r.started, r.at_end, r.ended);
             for counters in std::iter::once(side).chain(site) {
                 counters.delay_total.add(delay, false);

@@ -94,48 +94,82 @@ pub struct SideCounters {
 ///   n_a (t_r - t_a) + sum over newcomers of (t_r - start)
 ///   = n_r t_r - n_a t_a - (s_r - s_a)
 ///
-/// (a waiter leaves only by acquiring, which the hold prevents). Lock-free:
-/// waiters add and subtract atomically, holders only load.
+/// (a waiter leaves only by acquiring, which the hold prevents).
+///
+/// Both live in one word, so a holder reads them together with one load:
+/// the count in the low 16 bits, the sum above it in units of 1024 cycles
+/// (about half a microsecond), modulo 2^48. The formula's result is small
+/// and non-negative, so computing it modulo 2^48 gives it exactly.
+/// Lock-free: waiters add and subtract, holders only load.
 #[derive(Default)]
 pub struct WaiterClock {
-    waiting: AtomicU64,
-    start_sum: AtomicU64,
+    word: AtomicU64,
+}
+
+const COUNT_BITS: u32 = 16;
+const UNIT_SHIFT: u32 = 10;
+const SUM_MASK: u64 = (1 << 48) - 1;
+
+/// A [`Waiters`] snapshot kept in a thread block.
+#[derive(Default)]
+pub struct AtomicWaiters(AtomicU64);
+
+impl AtomicWaiters {
+    pub fn store(&self, waiters: Waiters, order: std::sync::atomic::Ordering) {
+        self.0.store(waiters.0, order);
+    }
+
+    pub fn load(&self, order: std::sync::atomic::Ordering) -> Waiters {
+        Waiters(self.0.load(order))
+    }
 }
 
 /// What a holder saw of the waiters at one moment.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Waiters {
-    pub count: u64,
-    pub start_sum: u64,
+pub struct Waiters(u64);
+
+impl Waiters {
+    /// Threads waiting.
+    pub fn count(self) -> u64 {
+        self.0 & ((1 << COUNT_BITS) - 1)
+    }
+
+    fn start_sum(self) -> u64 {
+        self.0 >> COUNT_BITS
+    }
 }
 
 impl WaiterClock {
+    fn delta(start: u64) -> u64 {
+        ((start >> UNIT_SHIFT) << COUNT_BITS).wrapping_add(1)
+    }
+
     /// A thread starts waiting at `start`.
     pub fn arrive(&self, start: u64) {
-        self.start_sum.fetch_add(start, Relaxed);
-        self.waiting.fetch_add(1, Release);
+        self.word.fetch_add(Self::delta(start), Release);
     }
 
     /// The thread that arrived at `start` stops waiting.
     pub fn leave(&self, start: u64) {
-        self.waiting.fetch_sub(1, Release);
-        self.start_sum.fetch_sub(start, Relaxed);
+        self.word.fetch_sub(Self::delta(start), Release);
     }
 
     /// The waiters now.
     #[inline(always)]
     pub fn now(&self) -> Waiters {
-        Waiters { count: self.waiting.load(Acquire), start_sum: self.start_sum.load(Relaxed) }
+        Waiters(self.word.load(Acquire))
     }
 
-    /// Waiter-cycles during a hold from `at_start` (time `started`; 0 and
-    /// no waiters when untimed) to `at_end` (time `ended`).
+    /// Waiter-cycles during a hold from `at_start` (time `started`) to
+    /// `at_end` (time `ended`).
     pub fn delay(at_start: Waiters, started: u64, at_end: Waiters, ended: u64) -> u64 {
-        let total = at_end.count.wrapping_mul(ended).wrapping_sub(at_start.count.wrapping_mul(started));
-        let delay = total.wrapping_sub(at_end.start_sum.wrapping_sub(at_start.start_sum));
-        // A race between the two loads of a snapshot can only make this
-        // slightly wrong; a "negative" result is such a race.
-        if (delay as i64) < 0 { 0 } else { delay }
+        let arrived = at_end.count().wrapping_mul(ended >> UNIT_SHIFT);
+        let present = at_start.count().wrapping_mul(started >> UNIT_SHIFT);
+        let starts = at_end.start_sum().wrapping_sub(at_start.start_sum());
+        let units = arrived.wrapping_sub(present).wrapping_sub(starts) & SUM_MASK;
+        // Above half the range is a "negative" result: a waiter that gave
+        // up (a timed lock) during the hold.
+        if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
     }
 }
 
@@ -194,8 +228,7 @@ pub struct ThreadLock {
     /// 1 if this thread's last timed hold of the lock was long.
     pub long_holds: AtomicU32,
     /// The waiters when the current exclusive hold started.
-    pub waiters_at_acquire: AtomicU64,
-    pub start_sum_at_acquire: AtomicU64,
+    pub waiters_at_acquire: AtomicWaiters,
     /// The return address whose site record is `last_site` (a cache: most
     /// locks are taken from one or two places).
     pub last_pc: AtomicUsize,
@@ -477,17 +510,34 @@ mod tests {
 
     #[test]
     fn the_delay_is_the_waiting_during_the_hold() {
+        let u = 1 << UNIT_SHIFT;
         let clock = WaiterClock::default();
-        clock.arrive(100); // waiting before the hold starts at 1000
+        clock.arrive(100 * u + 7); // waiting before the hold starts at 1000
         let at_start = clock.now();
-        clock.arrive(1500); // arrives during the hold
+        clock.arrive(1500 * u); // arrives during the hold
         let at_end = clock.now();
+        assert_eq!(at_end.count(), 2);
         // Ends at 3000: (3000 - 1000) + (3000 - 1500).
-        assert_eq!(WaiterClock::delay(at_start, 1000, at_end, 3000), 2000 + 1500);
-        clock.leave(100);
-        clock.leave(1500);
+        assert_eq!(WaiterClock::delay(at_start, 1000 * u, at_end, 3000 * u), (2000 + 1500) * u);
+        clock.leave(100 * u + 7);
+        clock.leave(1500 * u);
         assert!(clock.now() == Waiters::default());
-        assert_eq!(WaiterClock::delay(Waiters::default(), 0, Waiters::default(), 5000), 0, "nobody waited");
+        assert_eq!(WaiterClock::delay(Waiters::default(), 0, Waiters::default(), 5000 * u), 0, "nobody waited");
+    }
+
+    #[test]
+    fn the_delay_survives_the_sum_wrapping() {
+        let u = 1 << UNIT_SHIFT;
+        let clock = WaiterClock::default();
+        // Start times near 2^60 cycles: their sum wraps 48 bits of units.
+        let base = (1u64 << 60) / u * u;
+        for i in 0..5 {
+            clock.arrive(base + i * u);
+        }
+        let at_start = clock.now();
+        let at_end = clock.now();
+        // 5 waiters through a hold of 100 units.
+        assert_eq!(WaiterClock::delay(at_start, base + 10 * u, at_end, base + 110 * u), 5 * 100 * u);
     }
 
     #[test]
