@@ -78,25 +78,48 @@ pub fn render(rows: &[Row<'_>], elapsed_ns: f64) -> String {
 
 /// One report line (no newline): `indent` levels of two spaces before the name.
 pub fn render_line(c: &Columns, name: &str, indent: usize) -> String {
+    render_cells(c, name, indent, &[true; 9])
+}
+
+/// Which of the nine value columns (UTIL .. REJECT) a call-site row fills:
+/// a waiting site has no hold, a holding site no wait.
+pub const WAITER_CELLS: [bool; 9] = [false, false, false, true, true, false, true, true, true];
+/// See [`WAITER_CELLS`].
+pub const HOLDER_CELLS: [bool; 9] = [false, true, true, false, true, true, false, false, false];
+
+/// A report line showing only the columns marked in `shown`.
+pub fn render_cells(c: &Columns, name: &str, indent: usize, shown: &[bool; 9]) -> String {
     let wait = match c.wait_ns {
         None => "0us".to_string(),
         Some((mean, max)) => mean_max(mean, max),
     };
     let known = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    format!(
-        "{:>6.2}% {:>6.2}% {:>18} {:>18} {:>10} {:>10} {:>9} {:>9} {:>7}  {}{}",
-        c.util_pct,
-        c.con_pct,
-        mean_max(c.hold_ns.0, c.hold_ns.1),
-        wait,
-        c.total,
-        c.nowait,
-        known(c.spin),
-        known(c.sleep),
-        c.reject,
-        "  ".repeat(indent),
-        name
-    )
+    let cells = [
+        format!("{:>6.2}%", c.util_pct),
+        format!("{:>6.2}%", c.con_pct),
+        format!("{:>18}", mean_max(c.hold_ns.0, c.hold_ns.1)),
+        format!("{wait:>18}"),
+        format!("{:>10}", c.total),
+        format!("{:>10}", c.nowait),
+        format!("{:>9}", known(c.spin)),
+        format!("{:>9}", known(c.sleep)),
+        format!("{:>7}", c.reject),
+    ];
+    let mut line = String::new();
+    for (i, (cell, &show)) in cells.iter().zip(shown).enumerate() {
+        if i > 0 {
+            line.push(' ');
+        }
+        if show {
+            line.push_str(cell);
+        } else {
+            line.push_str(&" ".repeat(cell.chars().count()));
+        }
+    }
+    line.push_str("  ");
+    line.push_str(&"  ".repeat(indent));
+    line.push_str(name);
+    line
 }
 
 /// "5.2us(  2014us)": seed 004's mean(max) in microseconds.

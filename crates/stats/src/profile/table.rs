@@ -5,7 +5,7 @@
 
 use super::{selected_locks, sites_in_role, Counters, Kind, LockProfile, Profile, Role, SiteProfile, SortKey};
 use crate::histogram::{render_side_by_side, Histogram, BINS};
-use crate::report::{header, micros, render_line, Columns};
+use crate::report::{header, micros, render_cells, render_line, Columns, HOLDER_CELLS, WAITER_CELLS};
 use std::fmt::Write as _;
 
 /// What to show.
@@ -106,7 +106,8 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             if role == Role::Holder && site.counters.delay_ns > 0 {
                 let _ = write!(label, ", delayed waiters {}", micros(site.counters.delay_ns as f64));
             }
-            out.push_str(&render_line(&columns(&site.counters, duration_ns, false), &label, 1));
+            let cells = if role == Role::Waiter { &WAITER_CELLS } else { &HOLDER_CELLS };
+            out.push_str(&render_cells(&columns(&site.counters, duration_ns, false), &label, 1, cells));
             out.push('\n');
         }
         if sites.len() > options.sites_per_role {
