@@ -20,7 +20,10 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-echo "== unit, integration and C ABI tests"
+echo "== build (the lockmeter binary and liblockmeter.so next to it, which the tests run)"
+cargo build --release --workspace
+
+echo "== unit, integration, C and real-program tests"
 cargo test --release --workspace
 
 echo "== loom model tests (every interleaving of the parking algorithms)"

@@ -299,8 +299,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let Some(program) = options.command.first() else {
         return Err(Failure::usage("no command given: lockmeter run [OPTIONS] -- CMD [ARGS...]"));
     };
-    let library = library()?;
     let path = find_program(program)?;
+    let library = library()?;
     if statically_linked(&path) {
         eprintln!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
