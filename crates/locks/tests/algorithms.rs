@@ -20,6 +20,12 @@ struct Shadow<L> {
 unsafe impl<L: Sync> Sync for Shadow<L> {}
 
 fn exclusion<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u64) {
+    exclusion_yielding::<L>(threads, per_thread, u64::MAX);
+}
+
+/// As `exclusion`, with the holder yielding its CPU inside the critical
+/// section every `yield_every` acquisitions (waiters then queue and park).
+fn exclusion_yielding<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u64, yield_every: u64) {
     let shared = Arc::new(Shadow { lock: L::INIT, count: UnsafeCell::new(0) });
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
@@ -28,12 +34,15 @@ fn exclusion<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u6
             let start = start.clone();
             std::thread::spawn(move || {
                 start.wait();
-                for _ in 0..per_thread {
+                for i in 0..per_thread {
                     shared.lock.lock();
                     // SAFETY (test): the lock under test is held.
                     unsafe {
                         let v = std::ptr::read_volatile(shared.count.get());
                         std::hint::spin_loop();
+                        if i % yield_every == yield_every - 1 {
+                            std::thread::yield_now();
+                        }
                         std::ptr::write_volatile(shared.count.get(), v + 1);
                         shared.lock.unlock();
                     }
@@ -155,6 +164,17 @@ macro_rules! algorithm_tests {
             #[test]
             fn exclusion_64_threads() {
                 exclusion::<$raw>(64, 300);
+            }
+            #[test]
+            fn exclusion_past_16_bit_counters() {
+                // 160,000 acquisitions: ticket numbers wrap at 65,536.
+                exclusion::<$raw>(8, 20_000);
+            }
+            #[test]
+            fn exclusion_with_holders_yielding() {
+                // Oversubscribed, and the holder gives its CPU away now
+                // and then: waiters queue up and park.
+                exclusion_yielding::<$raw>(8, 3_000, 64);
             }
             #[test]
             fn trylock_refuses_held_lock() {

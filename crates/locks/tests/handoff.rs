@@ -59,7 +59,10 @@ fn hammer(threads: usize, hold: Duration, run_for: Duration) -> Outcome {
 /// granted thread may sit behind every runnable thread's time slice.
 #[test]
 fn no_waiter_starves_past_the_bound_with_32_threads() {
-    const SLACK: Duration = Duration::from_millis(150);
+    // Scheduling slack: 32 runnable threads on a loaded 2-core machine can
+    // leave one off the CPU for a few hundred ms whatever the lock does;
+    // without the bound the worst wait is 1.0-1.5 s.
+    const SLACK: Duration = Duration::from_millis(400);
     let bound = config::handoff_bound();
     let outcome = hammer(32, Duration::from_micros(20), Duration::from_secs(2));
     eprintln!(
