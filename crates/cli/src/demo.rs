@@ -219,7 +219,7 @@ fn profile_a_program(number: usize) {
         }
     };
     let command: Vec<std::ffi::OsString> = vec![binary.clone().into(), "4".into(), "200000".into()];
-    match crate::run::profile_captured(&command) {
+    match crate::run::profile_captured(&command, None) {
         Ok((status, stdout, Some(profile))) if status.success() => {
             let options = TableOptions { sites_per_role: 2, histograms: 2, ..TableOptions::default() };
             print!("{}", render_table(&profile, &options));

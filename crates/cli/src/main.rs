@@ -161,6 +161,7 @@ enum Command {
     ///   lockmeter run -o prof.json --format json -- make -j4
     ///   lockmeter run --frames 8 --format flamegraph -o waits.svg -- ./db_bench
     ///   lockmeter run --interval 5s -- ./long-running-daemon
+    ///   lockmeter run --lock adaptive -- ./server     (serve its locks with ours)
     #[command(verbatim_doc_comment)]
     Run {
         /// Write the profile here instead of stderr (other processes of the
@@ -170,6 +171,13 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: run::Format,
+        /// Serve CMD's pthread mutexes and condvars with this algorithm
+        /// (adaptive, futex, futex-tid, pi, ticket, mcs, spin): every mutex type
+        /// keeps its POSIX behaviour; robust, PI, priority-protect and
+        /// process-shared objects stay glibc's. The report then has real SPIN
+        /// and SLEEP columns.
+        #[arg(long, value_name = "ALG", value_parser = served_algorithm)]
+        lock: Option<Algorithm>,
         /// Capture up to N frames of the stack of each contended acquisition.
         #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32))]
         frames: u64,
@@ -208,6 +216,10 @@ enum Command {
     },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
+}
+
+fn served_algorithm(text: &str) -> Result<Algorithm, String> {
+    text.parse::<Algorithm>().map_err(|e| e.to_string())
 }
 
 fn sort_key(text: &str) -> Result<lockmeter_stats::profile::SortKey, String> {
@@ -294,9 +306,10 @@ fn main() -> ExitCode {
             threads.map(|t| t as usize),
             locks.as_deref(),
         ),
-        Command::Run { output, format, frames, sort, min_wait, interval, command } => {
+        Command::Run { output, format, lock, frames, sort, min_wait, interval, command } => {
             let options = run::RunOptions {
                 command,
+                lock,
                 output,
                 rendering: run::Rendering { format, sort, min_wait },
                 frames: frames as usize,

@@ -101,6 +101,8 @@ impl Failure {
 /// What `lockmeter run` was asked.
 pub struct RunOptions {
     pub command: Vec<OsString>,
+    /// Serve the program's mutexes and condvars with this algorithm.
+    pub lock: Option<lockmeter_locks::Algorithm>,
     pub output: Option<PathBuf>,
     pub rendering: Rendering,
     pub frames: usize,
@@ -236,12 +238,19 @@ fn collect(dir: &Path, root: u32) -> Vec<Result<Profile, String>> {
 /// Runs `command` under the profiler with its stdout captured (stderr and
 /// stdin inherited) and returns its exit status, its output, and the
 /// profile of its root process.
-pub fn profile_captured(command: &[OsString]) -> Result<(std::process::ExitStatus, Vec<u8>, Option<Profile>), Failure> {
+pub fn profile_captured(
+    command: &[OsString],
+    lock: Option<lockmeter_locks::Algorithm>,
+) -> Result<(std::process::ExitStatus, Vec<u8>, Option<Profile>), Failure> {
     let library = library()?;
     let program = command.first().ok_or_else(|| Failure::usage("no command given"))?;
     let scratch = scratch_dir()?;
-    let child = Command::new(program)
-        .args(&command[1..])
+    let mut child = Command::new(program);
+    child.args(&command[1..]).env_remove("LOCKMETER_LOCK");
+    if let Some(lock) = lock {
+        child.env("LOCKMETER_LOCK", lock.name());
+    }
+    let child = child
         .env("LD_PRELOAD", &library)
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
         .env_remove("LOCKMETER_ROOT_PID")
@@ -319,7 +328,11 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         .args(&options.command[1..])
         .env("LD_PRELOAD", preload)
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
-        .env_remove("LOCKMETER_ROOT_PID");
+        .env_remove("LOCKMETER_ROOT_PID")
+        .env_remove("LOCKMETER_LOCK");
+    if let Some(lock) = options.lock {
+        command.env("LOCKMETER_LOCK", lock.name());
+    }
     if options.frames > 0 {
         command.env("LOCKMETER_FRAMES", options.frames.to_string());
     }

@@ -11,5 +11,7 @@
 mod capi;
 #[cfg(target_arch = "x86_64")]
 pub mod profile;
+#[cfg(target_arch = "x86_64")]
+pub mod replace;
 
 pub use capi::{LmCond, LmMutex};

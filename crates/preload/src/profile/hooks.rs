@@ -12,6 +12,8 @@
 
 use super::real::{self, call_real};
 use super::{active, output, Acquired, Kind, SHARED};
+use crate::replace::{self, cond as served_cond, mutex as served};
+use lockmeter_locks::{AcquireKind, Algorithm, NoStats};
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t, timespec};
 
 type Mutex = *mut pthread_mutex_t;
@@ -180,7 +182,48 @@ fn set_errno(value: c_int) {
 
 // Mutexes.
 
+/// The algorithm serving `m`, if replace mode serves it.
+#[inline(always)]
+fn serving(m: Mutex) -> Option<Algorithm> {
+    replace::algorithm().filter(|_| served::is_served(m))
+}
+
+/// A served mutex's blocking acquisition: `block` is the served lock
+/// call with the recorder that tells how the wait was spent.
+#[inline(always)]
+fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnce() -> c_int) -> c_int {
+    let Some(profiler) = active() else { return block() };
+    // SAFETY: a served mutex.
+    let tried = unsafe { served::try_lock(algorithm, m) };
+    if tried == 0 {
+        profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, Acquired::NoWait, None);
+        return 0;
+    }
+    let started = profiler.begin_wait(Kind::Mutex, m as usize, pc);
+    let result = block();
+    let (now, waited) = profiler.end_wait(started);
+    match result {
+        0 => {
+            let how = match served::last_acquire() {
+                AcquireKind::Sleep => Acquired::Slept(waited),
+                AcquireKind::Spin | AcquireKind::NoWait => Acquired::Spun(waited),
+            };
+            profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, how, Some(now));
+        }
+        libc::ETIMEDOUT => profiler.refused(Kind::Mutex, m as usize, pc, super::EXCLUSIVE, Some(waited)),
+        _ => {}
+    }
+    result
+}
+
 unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
+    if let Some(algorithm) = serving(m) {
+        if active().is_none() {
+            // SAFETY: a served mutex.
+            return unsafe { served::lock::<NoStats>(algorithm, m) };
+        }
+        return served_exclusive(algorithm, m, pc, || unsafe { served::lock::<served::LastAcquire>(algorithm, m) });
+    }
     // SAFETY (all real calls in this file): the program's own arguments,
     // passed unchanged to glibc's function of the same signature.
     unsafe {
@@ -195,10 +238,20 @@ unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
 }
 
 unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
+    if let Some(algorithm) = serving(m) {
+        // SAFETY: a served mutex.
+        return exclusive_try(Kind::Mutex, m as usize, pc, || unsafe { served::try_lock(algorithm, m) });
+    }
     unsafe { exclusive_try(Kind::Mutex, m as usize, pc, || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m)) }
 }
 
 unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
+    if let Some(algorithm) = serving(m) {
+        // SAFETY: a served mutex; the program's timespec.
+        return served_exclusive(algorithm, m, pc, || unsafe {
+            served::lock_until::<served::LastAcquire>(algorithm, m, libc::CLOCK_REALTIME, at)
+        });
+    }
     unsafe {
         exclusive(
             Kind::Mutex,
@@ -211,6 +264,10 @@ unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
 }
 
 unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if let Some(algorithm) = serving(m) {
+        // SAFETY: a served mutex; the program's clock and timespec.
+        return served_exclusive(algorithm, m, pc, || unsafe { served::lock_until::<served::LastAcquire>(algorithm, m, clock, at) });
+    }
     unsafe {
         exclusive(
             Kind::Mutex,
@@ -225,15 +282,27 @@ unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: u
 /// Exported: ends the hold, then unlocks.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: Mutex) -> c_int {
-    let Some(profiler) = active() else { return unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) } };
+    let unlock = || match serving(m) {
+        // SAFETY: a served mutex.
+        Some(algorithm) => unsafe { served::unlock(algorithm, m) },
+        None => unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) },
+    };
+    let Some(profiler) = active() else { return unlock() };
     let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
-    let result = unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) };
+    let result = unlock();
     profiler.released(release);
     result
 }
 
 unsafe extern "C" fn mutex_init(m: Mutex, attr: *const libc::pthread_mutexattr_t, pc: usize) -> c_int {
-    let result = unsafe { call_real!(real::MUTEX_INIT, fn(Mutex, *const libc::pthread_mutexattr_t) -> c_int, m, attr) };
+    // SAFETY: the program's attribute object and mutex storage.
+    let result = match replace::algorithm().map(|_| unsafe { served::classify(attr) }) {
+        Some(served::Init::Served(kind)) => {
+            unsafe { served::init(m, kind) };
+            0
+        }
+        _ => unsafe { call_real!(real::MUTEX_INIT, fn(Mutex, *const libc::pthread_mutexattr_t) -> c_int, m, attr) },
+    };
     if let (0, Some(profiler)) = (result, active()) {
         profiler.initialised(Kind::Mutex, m as usize, pc);
     }
@@ -243,7 +312,11 @@ unsafe extern "C" fn mutex_init(m: Mutex, attr: *const libc::pthread_mutexattr_t
 /// Exported: destroys, then starts a new generation at that address.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
-    let result = unsafe { call_real!(real::MUTEX_DESTROY, fn(Mutex) -> c_int, m) };
+    let result = match serving(m) {
+        // SAFETY: a served mutex.
+        Some(algorithm) => unsafe { served::destroy(algorithm, m) },
+        None => unsafe { call_real!(real::MUTEX_DESTROY, fn(Mutex) -> c_int, m) },
+    };
     if let (0, Some(profiler)) = (result, active()) {
         profiler.retire(m as usize);
     }
@@ -425,6 +498,10 @@ pub unsafe extern "C" fn pthread_spin_destroy(l: Spin) -> c_int {
 
 #[inline(always)]
 fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: a served mutex.
+    if serving(m).is_some() && unsafe { served::unlock_would_fail(m) } {
+        return libc::EPERM;
+    }
     let Some(profiler) = active() else { return wait() };
     let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
     profiler.released(release);
@@ -442,22 +519,147 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     result
 }
 
-unsafe extern "C" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
-    cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) })
+/// A wait on a served condvar (replace mode), with the mutex served or
+/// glibc's; `deadline` is `None` or (clock, abstime).
+///
+/// # Safety
+/// The program's own condvar, mutex and timespec.
+unsafe fn served_wait(c: Cond, m: Mutex, deadline: Option<(clockid_t, Time)>) -> c_int {
+    let deadline = match deadline {
+        None => None,
+        // SAFETY: the program's timespec.
+        Some((clock, at)) => match unsafe { served::deadline(clock, at) } {
+            Ok(deadline) => Some(deadline),
+            Err(error) => return error,
+        },
+    };
+    match serving(m) {
+        Some(algorithm) => {
+            // The caller must own an error-checking or recursive mutex.
+            // SAFETY: a served mutex.
+            if unsafe { served::unlock_would_fail(m) } {
+                return libc::EPERM;
+            }
+            // SAFETY: this thread holds the served mutex and the condvar is served.
+            unsafe {
+                served_cond::wait(
+                    c,
+                    || {
+                        served::unlock(algorithm, m);
+                    },
+                    || {
+                        served::lock::<NoStats>(algorithm, m);
+                    },
+                    deadline,
+                )
+            }
+        }
+        // SAFETY: a glibc mutex the caller holds, released and re-taken
+        // with glibc's own functions.
+        None => unsafe {
+            served_cond::wait(
+                c,
+                || {
+                    call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m);
+                },
+                || {
+                    call_real!(real::MUTEX_LOCK, fn(Mutex) -> c_int, m);
+                },
+                deadline,
+            )
+        },
+    }
 }
 
-unsafe extern "C" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usize) -> c_int {
-    cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) })
+/// Whether replace mode serves this condvar; EINVAL when it is glibc's but
+/// the mutex is served (glibc's wait cannot release a served mutex).
+fn serving_cond(c: Cond, m: Mutex) -> Result<bool, c_int> {
+    if replace::algorithm().is_none() {
+        return Ok(false);
+    }
+    if served_cond::is_served(c) {
+        return Ok(true);
+    }
+    if served::is_served(m) {
+        return Err(libc::EINVAL);
+    }
+    Ok(false)
 }
 
-unsafe extern "C" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    cond(c, m, pc, || unsafe { call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, m, clock, at) })
+unsafe extern "C-unwind" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
+    match serving_cond(c, m) {
+        Err(error) => error,
+        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, None) }),
+        Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) }),
+    }
+}
+
+unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usize) -> c_int {
+    match serving_cond(c, m) {
+        Err(error) => error,
+        // SAFETY: a served condvar has its clock.
+        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, Some((served_cond::clock(c), at))) }),
+        Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) }),
+    }
+}
+
+unsafe extern "C-unwind" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    match serving_cond(c, m) {
+        Err(error) => error,
+        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) }),
+        Ok(false) => {
+            cond(c, m, pc, || unsafe { call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, m, clock, at) })
+        }
+    }
+}
+
+/// Exported: in replace mode a served condvar (process-shared ones stay glibc's).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_init(c: Cond, attr: *const libc::pthread_condattr_t) -> c_int {
+    // SAFETY: the program's attribute object and condvar storage.
+    unsafe {
+        if replace::algorithm().is_some() && !served_cond::wants_glibc(attr) {
+            served_cond::init(c, attr);
+            return 0;
+        }
+        call_real!(real::COND_INIT, fn(Cond, *const libc::pthread_condattr_t) -> c_int, c, attr)
+    }
+}
+
+/// Exported: wakes one waiter.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_signal(c: Cond) -> c_int {
+    // SAFETY: the program's condvar.
+    unsafe {
+        if replace::algorithm().is_some() && served_cond::is_served(c) {
+            served_cond::signal(c);
+            return 0;
+        }
+        call_real!(real::COND_SIGNAL, fn(Cond) -> c_int, c)
+    }
+}
+
+/// Exported: wakes every waiter.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
+    // SAFETY: the program's condvar.
+    unsafe {
+        if replace::algorithm().is_some() && served_cond::is_served(c) {
+            served_cond::broadcast(c);
+            return 0;
+        }
+        call_real!(real::COND_BROADCAST, fn(Cond) -> c_int, c)
+    }
 }
 
 /// Exported: destroys, then starts a new generation at that address.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
-    let result = unsafe { call_real!(real::COND_DESTROY, fn(Cond) -> c_int, c) };
+    let result = if replace::algorithm().is_some() && served_cond::is_served(c) {
+        0
+    } else {
+        unsafe { call_real!(real::COND_DESTROY, fn(Cond) -> c_int, c) }
+    };
     if let (0, Some(profiler)) = (result, active()) {
         profiler.retire(c as usize);
     }

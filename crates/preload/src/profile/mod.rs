@@ -161,6 +161,10 @@ pub enum Acquired {
     NoWait,
     /// It waited this many cycles.
     Waited(u64),
+    /// It waited this many cycles, spinning only (a served lock says so).
+    Spun(u64),
+    /// It waited this many cycles and slept in the kernel.
+    Slept(u64),
     /// Re-acquired inside a condvar wait.
     CondReacquire,
 }
@@ -174,7 +178,12 @@ fn count_wait(counters: &table::SideCounters, hist: Option<&[table::Counter; HIS
     counters.acquisitions.add(1, false);
     match how {
         Acquired::NoWait => counters.nowait.add(1, false),
-        Acquired::Waited(wait) => {
+        Acquired::Waited(wait) | Acquired::Spun(wait) | Acquired::Slept(wait) => {
+            match how {
+                Acquired::Spun(_) => counters.spin.add(1, false),
+                Acquired::Slept(_) => counters.sleep.add(1, false),
+                _ => {}
+            }
             counters.contended.add(1, false);
             counters.wait_total.add(wait, false);
             counters.wait_max.max(wait, false);
@@ -190,6 +199,11 @@ fn count_wait(counters: &table::SideCounters, hist: Option<&[table::Counter; HIS
 /// count at offset 4 and the kind at offset 16. A recursive mutex taken
 /// again by its owner is one hold, not two.
 fn nested_recursive_hold(address: usize) -> bool {
+    let m = address as *mut libc::pthread_mutex_t;
+    if crate::replace::algorithm().is_some() && crate::replace::mutex::is_served(m) {
+        // SAFETY: a served mutex the program holds.
+        return unsafe { crate::replace::mutex::nested(m) };
+    }
     // SAFETY: the program passed a pthread_mutex_t it currently holds (we
     // are between its successful lock and its unlock); reading two of its
     // fields is a plain read of its own memory.

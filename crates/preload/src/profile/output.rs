@@ -28,7 +28,9 @@ pub struct Settings {
     pub dump_signal: Option<libc::c_int>,
 }
 
-fn env(name: &str) -> Option<String> {
+/// A `LOCKMETER_*` variable, read without allocating through std's
+/// environment lock (this may run inside the program's first lock call).
+pub fn env(name: &str) -> Option<String> {
     let key = std::ffi::CString::new(name).ok()?;
     // SAFETY: a NUL-terminated name; the result is copied at once.
     let value = unsafe { libc::getenv(key.as_ptr()) };
@@ -275,12 +277,25 @@ impl Units {
     }
 }
 
+/// What is known of how a lock's waits were spent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waits {
+    /// glibc's mutexes and rwlocks cannot tell.
+    Unknown,
+    /// A spinlock's waits all spin.
+    AllSpin,
+    /// lockmeter's algorithms say, wait by wait.
+    Counted,
+}
+
 /// Sums of the per-thread counters of one side of a lock or site.
 #[derive(Default, Clone)]
 struct Sum {
     acquisitions: u64,
     nowait: u64,
     contended: u64,
+    spin: u64,
+    sleep: u64,
     cond_reacquire: u64,
     reject: u64,
     timeout: u64,
@@ -297,6 +312,8 @@ impl Sum {
         self.acquisitions += c.acquisitions.get();
         self.nowait += c.nowait.get();
         self.contended += c.contended.get();
+        self.spin += c.spin.get();
+        self.sleep += c.sleep.get();
         self.cond_reacquire += c.cond_reacquire.get();
         self.reject += c.reject.get();
         self.timeout += c.timeout.get();
@@ -322,13 +339,18 @@ impl Sum {
         Durations::new(units.ns(self.scaled(self.hold_total)), self.acquisitions, units.ns(self.hold_max))
     }
 
-    fn counters(&self, units: &Units, spin_known: bool) -> Counters {
+    fn counters(&self, units: &Units, waits: Waits) -> Counters {
+        let (spin, sleep) = match waits {
+            Waits::Unknown => (None, None),
+            Waits::AllSpin => (Some(self.contended), Some(0)),
+            Waits::Counted => (Some(self.spin), Some(self.sleep)),
+        };
         Counters {
             acquisitions: self.acquisitions,
             nowait: self.nowait,
             contended: self.contended,
-            spin: spin_known.then_some(self.contended),
-            sleep: spin_known.then_some(0),
+            spin,
+            sleep,
             reject: self.reject,
             timeout: self.timeout,
             wait_ns: Durations::new(units.ns(self.wait_total), self.contended + self.timeout, units.ns(self.wait_max)),
@@ -338,8 +360,8 @@ impl Sum {
     }
 }
 
-fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usize) -> Vec<SiteProfile> {
-    let all = sum.counters(units, false);
+fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usize, waits: Waits) -> Vec<SiteProfile> {
+    let all = sum.counters(units, waits);
     let row = |role, counters| SiteProfile {
         site: code.name.clone(),
         address: format!("{pc:#x}"),
@@ -357,12 +379,14 @@ fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usiz
             reject: all.reject,
             timeout: all.timeout,
             wait_ns: all.wait_ns,
+            spin: all.spin,
+            sleep: all.sleep,
             ..Counters::default()
         };
         rows.push(row(Role::Waiter, waiting));
     }
     if all.acquisitions > 0 {
-        let holding = Counters { wait_ns: Durations::default(), reject: 0, timeout: 0, ..all };
+        let holding = Counters { wait_ns: Durations::default(), reject: 0, timeout: 0, spin: None, sleep: None, ..all };
         rows.push(row(Role::Holder, holding));
     }
     rows
@@ -370,6 +394,7 @@ fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usiz
 
 fn build(profiler: &Profiler, reason: &str) -> Profile {
     let units = Units(clock::cycles_per_ns());
+    let replacing = crate::replace::algorithm();
     let duration_ns = super::monotonic_ns().saturating_sub(profiler.start_ns);
     let symbols = Symbolizer::new();
     let tables: &Tables = &profiler.tables;
@@ -403,8 +428,13 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
                 *bin += count.get();
             }
         }
-        let exclusive = exclusive_sum.counters(&units, kind == Kind::Spin);
-        let shared = shared_sum.counters(&units, false);
+        let waits = match kind {
+            Kind::Spin => Waits::AllSpin,
+            Kind::Mutex if replacing.is_some() => Waits::Counted,
+            _ => Waits::Unknown,
+        };
+        let exclusive = exclusive_sum.counters(&units, waits);
+        let shared = shared_sum.counters(&units, Waits::Unknown);
         let (mut total, read, write) = match kind {
             Kind::Mutex | Kind::Spin => (exclusive.clone(), None, None),
             Kind::Sem | Kind::Cond => (shared.clone(), None, None),
@@ -426,7 +456,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         });
         let mut sites = Vec::new();
         for (pc, sum) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
-            let rows = site_rows(sum, &units, &code(*pc), *pc);
+            let rows = site_rows(sum, &units, &code(*pc), *pc, waits);
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }
@@ -478,7 +508,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         ppid: unsafe { libc::getppid() } as u32,
         duration_ns,
         cycles_per_ns: units.0,
-        mode: "profile".to_string(),
+        mode: replacing.map_or_else(|| "profile".to_string(), |a| format!("replace:{}", a.name())),
         reason: reason.to_string(),
         locks,
         health: Health {

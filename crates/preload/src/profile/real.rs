@@ -145,6 +145,9 @@ reals! {
     COND_TIMEDWAIT = "pthread_cond_timedwait" @ "GLIBC_2.3.2";
     COND_CLOCKWAIT = "pthread_cond_clockwait";
     COND_DESTROY = "pthread_cond_destroy" @ "GLIBC_2.3.2";
+    COND_INIT = "pthread_cond_init" @ "GLIBC_2.3.2";
+    COND_SIGNAL = "pthread_cond_signal" @ "GLIBC_2.3.2";
+    COND_BROADCAST = "pthread_cond_broadcast" @ "GLIBC_2.3.2";
     SEM_WAIT = "sem_wait";
     SEM_TRYWAIT = "sem_trywait";
     SEM_TIMEDWAIT = "sem_timedwait";

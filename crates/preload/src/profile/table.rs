@@ -72,6 +72,10 @@ pub struct SideCounters {
     /// contended), sparing an atomic add per acquisition.
     pub nowait: Counter,
     pub contended: Counter,
+    /// Of `contended`: waits that only spun, and waits that slept (known
+    /// for lockmeter's own algorithms only).
+    pub spin: Counter,
+    pub sleep: Counter,
     pub cond_reacquire: Counter,
     pub reject: Counter,
     pub timeout: Counter,

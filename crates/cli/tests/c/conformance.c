@@ -1,0 +1,372 @@
+/* POSIX conformance of the pthread mutex and condvar functions that
+ * `lockmeter run --lock ALG` (LOCKMETER_LOCK=ALG) serves with its own
+ * algorithms. It passes under glibc's own locks too: every expectation
+ * here is glibc's behaviour. Prints "ok: N checks" or the first failure.
+ * Build: gcc -O1 -pthread conformance.c -o conformance */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int checks;
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        checks++;                                                          \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+            exit(1);                                                       \
+        }                                                                  \
+    } while (0)
+#define EQ(a, b) CHECK((a) == (b), "%ld != %ld", (long)(a), (long)(b))
+
+static long now_ms(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+static struct timespec in_ms(clockid_t clock, long ms) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) { t.tv_sec++; t.tv_nsec -= 1000000000L; }
+    return t;
+}
+
+/* Runs fn(arg) on another thread and returns its int result. */
+static void *call(void *arg) {
+    void **pair = arg;
+    int (*fn)(void *) = (int (*)(void *))pair[0];
+    return (void *)(long)fn(pair[1]);
+}
+static int on_other_thread(int (*fn)(void *), void *arg) {
+    pthread_t t;
+    void *pair[2] = { (void *)fn, arg }, *result;
+    pthread_create(&t, NULL, call, pair);
+    pthread_join(t, &result);
+    return (int)(long)result;
+}
+static int try_it(void *m) { return pthread_mutex_trylock(m); }
+static int unlock_it(void *m) { return pthread_mutex_unlock(m); }
+static int timed_50ms(void *m) {
+    struct timespec at = in_ms(CLOCK_REALTIME, 50);
+    long start = now_ms(CLOCK_MONOTONIC);
+    int r = pthread_mutex_timedlock(m, &at);
+    long waited = now_ms(CLOCK_MONOTONIC) - start;
+    return r == ETIMEDOUT && waited >= 40 ? ETIMEDOUT : (r ? r : -1);
+}
+static int clocked_50ms(void *m) {
+    struct timespec at = in_ms(CLOCK_MONOTONIC, 50);
+    return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &at);
+}
+static int bad_timespec(void *m) {
+    struct timespec at = in_ms(CLOCK_REALTIME, 50);
+    at.tv_nsec = 1000000000L;
+    return pthread_mutex_timedlock(m, &at);
+}
+static int bad_clock(void *m) {
+    struct timespec at = in_ms(CLOCK_MONOTONIC, 50);
+    return pthread_mutex_clocklock(m, CLOCK_PROCESS_CPUTIME_ID, &at);
+}
+
+static pthread_mutex_t static_normal = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t static_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t static_errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t static_adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+
+static void normal_semantics(pthread_mutex_t *m) {
+    EQ(pthread_mutex_lock(m), 0);
+    EQ(on_other_thread(try_it, m), EBUSY);
+    EQ(on_other_thread(timed_50ms, m), ETIMEDOUT);
+    EQ(on_other_thread(clocked_50ms, m), ETIMEDOUT);
+    EQ(on_other_thread(bad_timespec, m), EINVAL);
+    EQ(on_other_thread(bad_clock, m), EINVAL);
+    EQ(pthread_mutex_destroy(m), EBUSY);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_trylock(m), 0);
+    EQ(pthread_mutex_unlock(m), 0);
+    struct timespec at = in_ms(CLOCK_REALTIME, 50);
+    at.tv_nsec = -1;
+    EQ(pthread_mutex_timedlock(m, &at), 0); /* free: the timespec need not be checked */
+    EQ(pthread_mutex_unlock(m), 0);
+}
+
+static void recursive_semantics(pthread_mutex_t *m) {
+    EQ(pthread_mutex_lock(m), 0);
+    EQ(pthread_mutex_lock(m), 0);
+    EQ(pthread_mutex_trylock(m), 0);
+    EQ(on_other_thread(try_it, m), EBUSY);
+    EQ(on_other_thread(unlock_it, m), EPERM);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(on_other_thread(try_it, m), EBUSY); /* still held once */
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_unlock(m), EPERM); /* not held any more */
+    EQ(on_other_thread(try_it, m), 0);  /* taken by a thread that exits... */
+}
+
+static void errorcheck_semantics(pthread_mutex_t *m) {
+    EQ(pthread_mutex_lock(m), 0);
+    EQ(pthread_mutex_lock(m), EDEADLK);
+    EQ(pthread_mutex_trylock(m), EBUSY);
+    EQ(on_other_thread(unlock_it, m), EPERM);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_unlock(m), EPERM);
+}
+
+/* Exclusion: threads increment a plain counter under the lock. */
+struct count { pthread_mutex_t *m; long counter; int rounds; };
+static void *increment(void *arg) {
+    struct count *c = arg;
+    for (int i = 0; i < c->rounds; i++) {
+        pthread_mutex_lock(c->m);
+        long v = c->counter;
+        if (i % 64 == 0) sched_yield();
+        c->counter = v + 1;
+        pthread_mutex_unlock(c->m);
+    }
+    return NULL;
+}
+static void exclusion(pthread_mutex_t *m, int threads, int rounds) {
+    struct count c = { m, 0, rounds };
+    pthread_t t[16];
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, increment, &c);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    EQ(c.counter, (long)threads * c.rounds);
+}
+
+/* Condvars: a bounded queue, producers and consumers, every token once. */
+#define TOKENS 5000
+struct queue {
+    pthread_mutex_t m;
+    pthread_cond_t not_empty, not_full;
+    int items[8], head, tail, size, taken;
+    char seen[TOKENS];
+};
+static void *produce(void *arg) {
+    struct queue *q = arg;
+    static int next;
+    for (;;) {
+        pthread_mutex_lock(&q->m);
+        while (q->size == 8) pthread_cond_wait(&q->not_full, &q->m);
+        if (next >= TOKENS) { pthread_mutex_unlock(&q->m); return NULL; }
+        q->items[q->tail] = next++;
+        q->tail = (q->tail + 1) % 8;
+        q->size++;
+        pthread_cond_signal(&q->not_empty);
+        pthread_mutex_unlock(&q->m);
+    }
+}
+static void *consume(void *arg) {
+    struct queue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->m);
+        while (q->size == 0 && q->taken < TOKENS) pthread_cond_wait(&q->not_empty, &q->m);
+        if (q->taken >= TOKENS) { pthread_cond_broadcast(&q->not_empty); pthread_mutex_unlock(&q->m); return NULL; }
+        int token = q->items[q->head];
+        q->head = (q->head + 1) % 8;
+        q->size--;
+        q->seen[token]++;
+        if (++q->taken == TOKENS) pthread_cond_broadcast(&q->not_empty);
+        pthread_cond_broadcast(&q->not_full);
+        pthread_mutex_unlock(&q->m);
+    }
+}
+static void queue_passes_every_token_once(void) {
+    static struct queue q = { .m = PTHREAD_MUTEX_INITIALIZER, .not_empty = PTHREAD_COND_INITIALIZER, .not_full = PTHREAD_COND_INITIALIZER };
+    pthread_t p[3], c[3];
+    for (int i = 0; i < 3; i++) pthread_create(&p[i], NULL, produce, &q);
+    for (int i = 0; i < 3; i++) pthread_create(&c[i], NULL, consume, &q);
+    for (int i = 0; i < 3; i++) pthread_join(p[i], NULL);
+    for (int i = 0; i < 3; i++) pthread_join(c[i], NULL);
+    int once = 1;
+    for (int i = 0; i < TOKENS; i++) once &= q.seen[i] == 1;
+    CHECK(once, "a token was lost or delivered twice");
+    EQ(q.taken, TOKENS);
+}
+
+static void timed_waits(void) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t realtime = PTHREAD_COND_INITIALIZER, monotonic;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    EQ(pthread_cond_init(&monotonic, &attr), 0);
+    pthread_mutex_lock(&m);
+    long start = now_ms(CLOCK_MONOTONIC);
+    struct timespec at = in_ms(CLOCK_REALTIME, 60);
+    EQ(pthread_cond_timedwait(&realtime, &m, &at), ETIMEDOUT);
+    at = in_ms(CLOCK_MONOTONIC, 60);
+    EQ(pthread_cond_timedwait(&monotonic, &m, &at), ETIMEDOUT);
+    at = in_ms(CLOCK_MONOTONIC, 60);
+    EQ(pthread_cond_clockwait(&realtime, &m, CLOCK_MONOTONIC, &at), ETIMEDOUT);
+    long waited = now_ms(CLOCK_MONOTONIC) - start;
+    CHECK(waited >= 170 && waited < 2000, "three 60 ms timed waits took %ld ms", waited);
+    EQ(pthread_mutex_trylock(&m), EBUSY); /* held again after each timeout */
+    at = in_ms(CLOCK_REALTIME, 60);
+    at.tv_nsec = 2000000000L;
+    EQ(pthread_cond_timedwait(&realtime, &m, &at), EINVAL);
+    pthread_mutex_unlock(&m);
+    EQ(pthread_cond_destroy(&monotonic), 0);
+}
+
+/* Cancellation of a thread blocked in a condvar wait: the mutex is held
+ * again when its cleanup handler runs. */
+static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cancel_c = PTHREAD_COND_INITIALIZER;
+static int cancel_waiting, held_in_cleanup;
+static void cleanup(void *arg) {
+    (void)arg;
+    held_in_cleanup = pthread_mutex_trylock(&cancel_m) == EBUSY;
+    pthread_mutex_unlock(&cancel_m);
+}
+static void *wait_forever(void *arg) {
+    pthread_mutex_lock(&cancel_m);
+    pthread_cleanup_push(cleanup, NULL);
+    cancel_waiting = 1;
+    for (;;) pthread_cond_wait(&cancel_c, &cancel_m);
+    pthread_cleanup_pop(0);
+    return arg;
+}
+static void cancellation(void) {
+    pthread_t t;
+    void *result;
+    pthread_create(&t, NULL, wait_forever, NULL);
+    for (;;) {
+        pthread_mutex_lock(&cancel_m);
+        int waiting = cancel_waiting;
+        pthread_mutex_unlock(&cancel_m);
+        if (waiting) break;
+        usleep(1000);
+    }
+    usleep(20000);
+    EQ(pthread_cancel(t), 0);
+    EQ(pthread_join(t, &result), 0);
+    CHECK(result == PTHREAD_CANCELED, "the waiter was not cancelled");
+    CHECK(held_in_cleanup, "the mutex was not held again before the cleanup handler");
+    EQ(pthread_mutex_trylock(&cancel_m), 0);
+    pthread_mutex_unlock(&cancel_m);
+}
+
+/* fork while another thread holds a lock: the atfork handlers take the
+ * lock around fork, and the child can use it and fresh ones. */
+static pthread_mutex_t fork_m = PTHREAD_MUTEX_INITIALIZER;
+static void prepare(void) { pthread_mutex_lock(&fork_m); }
+static void release(void) { pthread_mutex_unlock(&fork_m); }
+static void *hold_briefly(void *arg) {
+    for (int i = 0; i < 200; i++) { pthread_mutex_lock(&fork_m); usleep(100); pthread_mutex_unlock(&fork_m); }
+    return arg;
+}
+static void fork_with_held_locks(void) {
+    pthread_atfork(prepare, release, release);
+    pthread_t t;
+    pthread_create(&t, NULL, hold_briefly, NULL);
+    usleep(2000);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        int ok = pthread_mutex_lock(&fork_m) == 0 && pthread_mutex_unlock(&fork_m) == 0 &&
+                 pthread_mutex_lock(&fresh) == 0 && pthread_mutex_unlock(&fresh) == 0;
+        _exit(ok ? 0 : 3);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child could not use its locks (status %d)", status);
+    pthread_join(t, NULL);
+}
+
+/* Robust, PI and process-shared objects stay glibc's, next to served ones. */
+static pthread_mutex_t robust;
+static int die_holding(void *arg) { (void)arg; return pthread_mutex_lock(&robust); }
+static void passthrough_objects(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    EQ(pthread_mutex_init(&robust, &attr), 0);
+    EQ(on_other_thread(die_holding, NULL), 0);
+    EQ(pthread_mutex_lock(&robust), EOWNERDEAD);
+    EQ(pthread_mutex_consistent(&robust), 0);
+    EQ(pthread_mutex_unlock(&robust), 0);
+
+    pthread_mutex_t pi;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+    EQ(pthread_mutex_init(&pi, &attr), 0);
+    EQ(pthread_mutex_lock(&pi), 0);
+    EQ(on_other_thread(try_it, &pi), EBUSY);
+    EQ(pthread_mutex_unlock(&pi), 0);
+
+    /* A process-shared mutex and condvar in shared memory, used by a child. */
+    struct shared { pthread_mutex_t m; pthread_cond_t c; int flag; } *s =
+        mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setpshared(&cattr, PTHREAD_PROCESS_SHARED);
+    EQ(pthread_mutex_init(&s->m, &attr), 0);
+    EQ(pthread_cond_init(&s->c, &cattr), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_mutex_lock(&s->m);
+        s->flag = 1;
+        pthread_cond_signal(&s->c);
+        pthread_mutex_unlock(&s->m);
+        _exit(0);
+    }
+    pthread_mutex_lock(&s->m);
+    while (!s->flag) pthread_cond_wait(&s->c, &s->m);
+    pthread_mutex_unlock(&s->m);
+    waitpid(pid, NULL, 0);
+    EQ(s->flag, 1);
+
+    /* A served condvar with a glibc-kept (robust) mutex. */
+    pthread_cond_t served = PTHREAD_COND_INITIALIZER;
+    pthread_mutex_lock(&robust);
+    struct timespec at = in_ms(CLOCK_REALTIME, 20);
+    EQ(pthread_cond_timedwait(&served, &robust, &at), ETIMEDOUT);
+    EQ(pthread_mutex_unlock(&robust), 0);
+}
+
+int main(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutex_t normal, recursive, errorcheck;
+    pthread_mutexattr_init(&attr);
+    EQ(pthread_mutex_init(&normal, NULL), 0);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    EQ(pthread_mutex_init(&recursive, &attr), 0);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+    EQ(pthread_mutex_init(&errorcheck, &attr), 0);
+
+    normal_semantics(&normal);
+    normal_semantics(&static_normal);
+    normal_semantics(&static_adaptive);
+    recursive_semantics(&recursive);
+    EQ(pthread_mutex_trylock(&recursive), EBUSY); /* left locked by an exited thread */
+    recursive_semantics(&static_recursive);
+    errorcheck_semantics(&errorcheck);
+    errorcheck_semantics(&static_errorcheck);
+    EQ(pthread_mutex_destroy(&normal), 0);
+    EQ(pthread_mutex_destroy(&errorcheck), 0);
+
+    pthread_mutex_t fresh;
+    EQ(pthread_mutex_init(&fresh, NULL), 0);
+    exclusion(&fresh, 2, 40000); /* 80,000 acquisitions: 16-bit counters wrap */
+    exclusion(&static_adaptive, 8, 2000);
+    queue_passes_every_token_once();
+    timed_waits();
+    cancellation();
+    fork_with_held_locks();
+    passthrough_objects();
+    printf("ok: %d checks\n", checks);
+    return 0;
+}

@@ -1,0 +1,102 @@
+//! Replace mode: the conformance suite (tests/c/conformance.c) under
+//! glibc's own locks and under every algorithm, through LD_PRELOAD alone
+//! and through `lockmeter run --lock`; and the profile a served program
+//! gets.
+
+use lockmeter_stats::profile::Profile;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const ALGORITHMS: [&str; 7] = ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"];
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockmeter-replace-test.{}.{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn compile(name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let binary = scratch(&format!("build-{name}")).join(name);
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("gcc runs (scripts/test.sh installs it)");
+    assert!(status.success(), "{name}.c compiles");
+    binary
+}
+
+fn conformance() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| compile("conformance"))
+}
+
+fn library() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().to_path_buf();
+    let library = dir.join("liblockmeter.so");
+    assert!(library.is_file(), "{} is built (cargo build --release)", library.display());
+    library
+}
+
+fn assert_conforms(output: &std::process::Output, what: &str) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stdout.starts_with("ok: "), "{what}: {stdout}{stderr}");
+}
+
+#[test]
+fn the_suite_holds_for_glibc_itself() {
+    let output = Command::new(conformance()).output().unwrap();
+    assert_conforms(&output, "glibc");
+}
+
+#[test]
+fn every_algorithm_serves_pthreads_conformantly() {
+    for algorithm in ALGORITHMS {
+        let output = Command::new(conformance())
+            .env("LD_PRELOAD", library())
+            .env("LOCKMETER_LOCK", algorithm)
+            .output()
+            .unwrap();
+        assert_conforms(&output, algorithm);
+    }
+}
+
+#[test]
+fn lockmeter_run_lock_serves_and_profiles() {
+    let dir = scratch("run");
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+        .args(["run", "--lock", "ticket", "--format", "json", "-o"])
+        .arg(dir.join("p.json"))
+        .arg("--")
+        .arg(conformance())
+        .output()
+        .unwrap();
+    assert_conforms(&output, "lockmeter run --lock ticket");
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    assert_eq!(profile.mode, "replace:ticket");
+    let mutexes: Vec<_> = profile.used_locks().filter(|l| l.kind == lockmeter_stats::profile::Kind::Mutex).collect();
+    assert!(mutexes.iter().any(|l| l.name == "static_adaptive"), "served static mutexes are profiled");
+    for lock in &mutexes {
+        let c = &lock.counters;
+        if lock.name.starts_with("robust") {
+            continue;
+        }
+        let (spin, sleep) = (c.spin.expect("a served mutex knows how it waited"), c.sleep.unwrap());
+        assert_eq!(spin + sleep, c.contended, "{}: every contended acquisition spun or slept", lock.name);
+    }
+}
+
+#[test]
+fn an_unknown_algorithm_fails_fast() {
+    let output = Command::new(conformance()).env("LD_PRELOAD", library()).env("LOCKMETER_LOCK", "bogus").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(127), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1);
+    assert!(stderr.contains("LOCKMETER_LOCK=\"bogus\" is not an algorithm"), "{stderr}");
+    assert!(output.stdout.is_empty(), "the program did not run on glibc's locks instead");
+}

@@ -1,0 +1,62 @@
+//! Replace mode (`LOCKMETER_LOCK=ALG`): the program's own
+//! `pthread_mutex_t` and `pthread_cond_t` are served by one of lockmeter's
+//! algorithms, its state kept inside the program's storage (no side
+//! table), statically initialised objects included.
+//!
+//! Layout of a served mutex (40 bytes, glibc's size and alignment):
+//!
+//! ```text
+//!  0..16  the algorithm's state (all-zero is unlocked, for every algorithm)
+//! 16..20  the type: 0 normal, 1 recursive, 2 errorcheck, 3 adaptive; this
+//!         is where glibc keeps `__kind`, so PTHREAD_MUTEX_INITIALIZER and
+//!         its recursive / errorcheck / adaptive variants need no init call
+//! 20..24  owner's tid (recursive and errorcheck)
+//! 24..28  recursion depth
+//! ```
+//!
+//! Mutexes that are robust, priority-inheritance, priority-protect or
+//! process-shared are initialised by glibc and stay glibc's: their `__kind`
+//! carries a flag in 0xF0, which a served mutex never has, and every
+//! function passes them through untouched. A served condvar keeps its
+//! state in bytes 0..8 and its clock in 8..12; a process-shared one is
+//! glibc's (bit 0 of byte 36, which a served condvar never sets).
+
+pub mod cond;
+pub mod mutex;
+
+use lockmeter_locks::Algorithm;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const UNSET: u8 = 0;
+const OFF: u8 = 1;
+/// `ALGORITHM` holds `FIRST + Algorithm::index()` when replacing.
+const FIRST: u8 = 2;
+static ALGORITHM: AtomicU8 = AtomicU8::new(UNSET);
+
+/// The algorithm serving the program's locks, if replace mode is on.
+#[inline(always)]
+pub fn algorithm() -> Option<Algorithm> {
+    match ALGORITHM.load(Ordering::Relaxed) {
+        OFF => None,
+        UNSET => decide(),
+        value => Algorithm::from_index(u32::from(value - FIRST)),
+    }
+}
+
+#[cold]
+fn decide() -> Option<Algorithm> {
+    let chosen = crate::profile::output::env("LOCKMETER_LOCK").map(|name| match name.parse::<Algorithm>() {
+        Ok(algorithm) => algorithm,
+        Err(_) => crate::profile::output::fatal(&format!(
+            "LOCKMETER_LOCK={name:?} is not an algorithm (one of: {})",
+            Algorithm::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+        )),
+    });
+    let value = chosen.map_or(OFF, |a| FIRST + a as u8);
+    if chosen.is_some() {
+        // SAFETY: registers a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(mutex::forked)) };
+    }
+    ALGORITHM.store(value, Ordering::Relaxed);
+    chosen
+}

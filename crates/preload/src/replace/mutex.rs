@@ -1,0 +1,467 @@
+//! A program's `pthread_mutex_t`, served by one of lockmeter's algorithms
+//! with POSIX's semantics for every type: normal, recursive (EAGAIN when
+//! the count would overflow), errorcheck (EDEADLK on relock, EPERM on an
+//! unlock by a thread that does not own it) and adaptive; EBUSY from
+//! trylock and from destroying a locked mutex; ETIMEDOUT, and EINVAL for a
+//! bad timespec, from the timed locks.
+
+use lockmeter_locks::{
+    current_tid, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    Recorder,
+};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
+use std::time::{Duration, Instant};
+
+/// A served mutex in the program's storage (see the module layout).
+#[repr(C)]
+pub struct Served {
+    state: [AtomicU64; 2],
+    kind: AtomicU32,
+    owner: AtomicU32,
+    depth: AtomicU32,
+    /// The fork generation the state belongs to (see [`FORK_EPOCH`]).
+    epoch: AtomicU32,
+    _unused: [u32; 2],
+}
+
+/// Counts forks on the way to this process: a child's locks still carry
+/// the parent's state, including threads queued or holding that do not
+/// exist in the child; a FIFO lock would hand itself to one of them and
+/// never come back. The first use of a mutex in a new generation resets it
+/// to unlocked (the usual pthread_atfork pattern, lock in prepare and unlock
+/// in the child, then works for every algorithm, and so does a lock a
+/// vanished thread held).
+static FORK_EPOCH: AtomicU32 = AtomicU32::new(0);
+/// An epoch value meaning "being reset by another thread".
+const RESETTING: u32 = u32::MAX;
+
+/// In the child after `fork`: a new generation.
+pub extern "C" fn forked() {
+    FORK_EPOCH.fetch_add(1, Relaxed);
+}
+
+/// Brings `m` into the current generation.
+#[inline(always)]
+fn current(m: &Served) -> &Served {
+    let epoch = FORK_EPOCH.load(Relaxed);
+    if m.epoch.load(Acquire) != epoch {
+        refresh(m, epoch);
+    }
+    m
+}
+
+#[cold]
+fn refresh(m: &Served, epoch: u32) {
+    loop {
+        let seen = m.epoch.load(Acquire);
+        if seen == epoch {
+            return;
+        }
+        if seen == RESETTING {
+            std::hint::spin_loop();
+            continue;
+        }
+        if m.epoch.compare_exchange(seen, RESETTING, Acquire, Relaxed).is_ok() {
+            for word in &m.state {
+                word.store(0, Relaxed);
+            }
+            m.owner.store(0, Relaxed);
+            m.depth.store(0, Relaxed);
+            m.epoch.store(epoch, Release);
+            return;
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Served>() == std::mem::size_of::<libc::pthread_mutex_t>());
+const _: () = assert!(std::mem::align_of::<Served>() <= std::mem::align_of::<libc::pthread_mutex_t>());
+
+/// glibc's `__kind` flags of the mutexes it keeps (robust, PI, PP, pshared).
+const GLIBC_FLAGS: u32 = 0xF0;
+const TYPE_MASK: u32 = 3;
+const RECURSIVE: u32 = libc::PTHREAD_MUTEX_RECURSIVE as u32;
+const ERRORCHECK: u32 = libc::PTHREAD_MUTEX_ERRORCHECK as u32;
+
+/// Whether lockmeter serves this mutex (else it is glibc's).
+#[inline(always)]
+pub fn is_served(m: *mut libc::pthread_mutex_t) -> bool {
+    // SAFETY: the program passed a pthread_mutex_t; its `__kind` word is at
+    // offset 16 in glibc's layout and in ours.
+    unsafe { (*m.cast::<Served>()).kind.load(Relaxed) & GLIBC_FLAGS == 0 }
+}
+
+/// # Safety
+/// `m` is a valid mutex the program passed to a pthread function.
+#[inline(always)]
+unsafe fn served<'a>(m: *mut libc::pthread_mutex_t) -> &'a Served {
+    // SAFETY: same size and alignment (checked above); every field is an
+    // atomic, valid for any bit pattern, and all-zero state is unlocked.
+    current(unsafe { &*m.cast::<Served>() })
+}
+
+thread_local! {
+    /// How this thread's last acquisition went, as the algorithm saw it.
+    static LAST: Cell<AcquireKind> = const { Cell::new(AcquireKind::NoWait) };
+}
+
+/// The recorder a profiled served mutex uses: the algorithm tells it
+/// whether the wait spun or slept, which glibc's mutex cannot say.
+pub struct LastAcquire;
+
+impl Recorder for LastAcquire {
+    const INIT: Self = LastAcquire;
+    const ENABLED: bool = false;
+    #[inline(always)]
+    fn acquired(&self, kind: AcquireKind, _: u64) {
+        LAST.with(|l| l.set(kind));
+    }
+    fn rejected(&self) {}
+    fn timed_out(&self, _: u64) {}
+    fn releasing(&self) {}
+}
+
+/// How the calling thread's last acquisition with [`LastAcquire`] went.
+pub fn last_acquire() -> AcquireKind {
+    LAST.with(Cell::get)
+}
+
+/// Runs `$body` with `$lock` bound to the algorithm's state inside `$m`.
+macro_rules! with_lock {
+    ($algorithm:expr, $m:expr, $recorder:ty, $lock:ident => $body:expr) => {{
+        let state = $m.state.as_ptr();
+        // SAFETY: the first 16 bytes are the algorithm's state: each raw
+        // lock is at most 16 bytes, 8-aligned, valid when all-zero, and only
+        // ever used as the one algorithm the process chose.
+        unsafe {
+            match $algorithm {
+                Algorithm::Adaptive => {
+                    let $lock = &*state.cast::<RawAdaptive<$recorder>>();
+                    $body
+                }
+                Algorithm::Futex => {
+                    let $lock = &*state.cast::<RawFutex<$recorder>>();
+                    $body
+                }
+                Algorithm::FutexTid => {
+                    let $lock = &*state.cast::<RawFutexTid<$recorder>>();
+                    $body
+                }
+                Algorithm::Pi => {
+                    let $lock = &*state.cast::<RawPi<$recorder>>();
+                    $body
+                }
+                Algorithm::Ticket => {
+                    let $lock = &*state.cast::<RawTicket<$recorder>>();
+                    $body
+                }
+                Algorithm::Mcs => {
+                    let $lock = &*state.cast::<RawMcs<$recorder>>();
+                    $body
+                }
+                Algorithm::Spin => {
+                    let $lock = &*state.cast::<RawSpin<$recorder>>();
+                    $body
+                }
+            }
+        }
+    }};
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<RawAdaptive<LastAcquire>>() <= 16);
+    assert!(std::mem::size_of::<RawMcs<LastAcquire>>() <= 16);
+    assert!(std::mem::size_of::<RawTicket<LastAcquire>>() <= 16);
+    assert!(std::mem::size_of::<RawPi<LastAcquire>>() <= 16);
+    assert!(std::mem::size_of::<RawSpin<LastAcquire>>() <= 16);
+};
+
+/// The owner bookkeeping before blocking: Some(result) when the call is
+/// decided without touching the lock (a relock by the owner).
+fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
+    let kind = m.kind.load(Relaxed) & TYPE_MASK;
+    if kind != RECURSIVE && kind != ERRORCHECK {
+        return None;
+    }
+    if m.owner.load(Relaxed) != current_tid() {
+        return None;
+    }
+    if kind == ERRORCHECK {
+        return Some(libc::EDEADLK);
+    }
+    let depth = m.depth.load(Relaxed);
+    if depth == u32::MAX {
+        return Some(libc::EAGAIN);
+    }
+    m.depth.store(depth + 1, Relaxed);
+    Some(0)
+}
+
+fn now_owned(m: &Served) {
+    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+        m.owner.store(current_tid(), Relaxed);
+        m.depth.store(1, Relaxed);
+    }
+}
+
+/// `pthread_mutex_lock`.
+///
+/// # Safety
+/// `m` is a served mutex (see [`is_served`]).
+pub unsafe fn lock<R: Recorder>(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    if let Some(result) = relock_by_owner(m) {
+        return result;
+    }
+    with_lock!(algorithm, m, R, l => l.lock());
+    now_owned(m);
+    0
+}
+
+/// `pthread_mutex_trylock`: EBUSY when taken (also by the calling thread,
+/// unless the mutex is recursive).
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    match relock_by_owner(m) {
+        Some(libc::EDEADLK) => return libc::EBUSY,
+        Some(result) => return result,
+        None => {}
+    }
+    if !with_lock!(algorithm, m, NoStats, l => l.try_lock()) {
+        return libc::EBUSY;
+    }
+    now_owned(m);
+    0
+}
+
+/// The monotonic instant at which `clock` reaches `at`; EINVAL for a bad
+/// timespec or clock.
+///
+/// # Safety
+/// `at` is null or points to a timespec.
+pub unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<Instant, libc::c_int> {
+    if at.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the program passed a timespec.
+    let at = unsafe { *at };
+    if at.tv_nsec < 0 || at.tv_nsec >= 1_000_000_000 || (clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC) {
+        return Err(libc::EINVAL);
+    }
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock and out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    let target = at.tv_sec as i128 * 1_000_000_000 + at.tv_nsec as i128;
+    let current = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
+    let remaining = (target - current).max(0) as u64;
+    Ok(Instant::now() + Duration::from_nanos(remaining))
+}
+
+/// `pthread_mutex_timedlock` / `clocklock`.
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn lock_until<R: Recorder>(
+    algorithm: Algorithm,
+    m: *mut libc::pthread_mutex_t,
+    clock: libc::clockid_t,
+    at: *const libc::timespec,
+) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let served_mutex = unsafe { served(m) };
+    if let Some(result) = relock_by_owner(served_mutex) {
+        return result;
+    }
+    if with_lock!(algorithm, served_mutex, R, l => l.try_lock()) {
+        now_owned(served_mutex);
+        return 0;
+    }
+    // SAFETY: forwarded contract (the program's timespec).
+    let deadline = match unsafe { deadline(clock, at) } {
+        Ok(deadline) => deadline,
+        Err(error) => return error,
+    };
+    let acquired = match algorithm {
+        // The queue locks cannot leave their queue: poll, with sleeps
+        // growing from 1 us to 1 ms (correct, not fair).
+        Algorithm::Ticket | Algorithm::Mcs => {
+            let mut pause = Duration::from_micros(1);
+            loop {
+                if with_lock!(algorithm, served_mutex, R, l => l.try_lock()) {
+                    break true;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break false;
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+        _ => timed::<R>(algorithm, served_mutex, deadline),
+    };
+    if !acquired {
+        return libc::ETIMEDOUT;
+    }
+    now_owned(served_mutex);
+    0
+}
+
+fn timed<R: Recorder>(algorithm: Algorithm, m: &Served, deadline: Instant) -> bool {
+    let state = m.state.as_ptr();
+    // SAFETY: as in `with_lock!`.
+    unsafe {
+        match algorithm {
+            Algorithm::Adaptive => (*state.cast::<RawAdaptive<R>>()).lock_until(deadline),
+            Algorithm::Futex => (*state.cast::<RawFutex<R>>()).lock_until(deadline),
+            Algorithm::FutexTid => (*state.cast::<RawFutexTid<R>>()).lock_until(deadline),
+            Algorithm::Pi => (*state.cast::<RawPi<R>>()).lock_until(deadline),
+            Algorithm::Spin => (*state.cast::<RawSpin<R>>()).lock_until(deadline),
+            _ => unreachable!("handled by the caller"),
+        }
+    }
+}
+
+/// `pthread_mutex_unlock`.
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    let kind = m.kind.load(Relaxed) & TYPE_MASK;
+    if kind == RECURSIVE || kind == ERRORCHECK {
+        if m.owner.load(Relaxed) != current_tid() {
+            return libc::EPERM;
+        }
+        let depth = m.depth.load(Relaxed);
+        if depth > 1 {
+            m.depth.store(depth - 1, Relaxed);
+            return 0;
+        }
+        m.depth.store(0, Relaxed);
+        m.owner.store(0, Relaxed);
+    }
+    if !with_lock!(algorithm, m, NoStats, l => l.is_locked()) {
+        // Unlocking an unlocked normal mutex: undefined in POSIX, harmless
+        // with glibc; keep it harmless.
+        return 0;
+    }
+    // SAFETY: the lock is held; a normal mutex may be unlocked by any thread.
+    with_lock!(algorithm, m, NoStats, l => l.unlock());
+    0
+}
+
+/// Whether unlocking would fail with EPERM (an error-checking or
+/// recursive mutex the calling thread does not own).
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn unlock_would_fail(m: *mut libc::pthread_mutex_t) -> bool {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    let kind = m.kind.load(Relaxed) & TYPE_MASK;
+    (kind == RECURSIVE || kind == ERRORCHECK) && m.owner.load(Relaxed) != current_tid()
+}
+
+/// Whether a served mutex is a recursive one held more than once (a
+/// nested hold, for the profiler).
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn nested(m: *mut libc::pthread_mutex_t) -> bool {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    m.kind.load(Relaxed) & TYPE_MASK == RECURSIVE && m.depth.load(Relaxed) > 1
+}
+
+/// `pthread_mutex_destroy`: EBUSY while locked.
+///
+/// # Safety
+/// As [`lock`].
+pub unsafe fn destroy(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    if with_lock!(algorithm, m, NoStats, l => l.is_locked()) {
+        libc::EBUSY
+    } else {
+        0
+    }
+}
+
+/// What `pthread_mutex_init` should do with these attributes.
+pub enum Init {
+    /// Serve it, with this type.
+    Served(u32),
+    /// Leave it to glibc (robust, PI, PP or process-shared).
+    Glibc,
+}
+
+/// Reads the attributes (null: defaults).
+///
+/// # Safety
+/// `attr` is null or a valid, initialised attribute object.
+pub unsafe fn classify(attr: *const libc::pthread_mutexattr_t) -> Init {
+    if attr.is_null() {
+        return Init::Served(0);
+    }
+    let (mut kind, mut robust, mut protocol, mut pshared) = (0, 0, 0, 0);
+    // SAFETY: reading an initialised attribute object.
+    unsafe {
+        pthread_mutexattr_gettype(attr, &mut kind);
+        libc::pthread_mutexattr_getrobust(attr, &mut robust);
+        pthread_mutexattr_getprotocol(attr, &mut protocol);
+        libc::pthread_mutexattr_getpshared(attr, &mut pshared);
+    }
+    if robust != 0 || protocol != 0 || pshared != libc::PTHREAD_PROCESS_PRIVATE {
+        Init::Glibc
+    } else {
+        Init::Served(kind as u32 & TYPE_MASK)
+    }
+}
+
+extern "C" {
+    fn pthread_mutexattr_gettype(attr: *const libc::pthread_mutexattr_t, kind: *mut libc::c_int) -> libc::c_int;
+    fn pthread_mutexattr_getprotocol(attr: *const libc::pthread_mutexattr_t, protocol: *mut libc::c_int) -> libc::c_int;
+}
+
+/// Initialises a served mutex of type `kind`.
+///
+/// # Safety
+/// `m` points to writable storage of a `pthread_mutex_t`.
+pub unsafe fn init(m: *mut libc::pthread_mutex_t, kind: u32) {
+    // SAFETY: writable storage of the right size; all-zero state is an
+    // unlocked lock of every algorithm.
+    unsafe {
+        std::ptr::write_bytes(m.cast::<u8>(), 0, std::mem::size_of::<Served>());
+        let fresh = &*m.cast::<Served>();
+        fresh.kind.store(kind, Relaxed);
+        fresh.epoch.store(FORK_EPOCH.load(Relaxed), Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_is_unlocked_when_all_zero() {
+        fn zero<T>(value: &T) -> bool {
+            // SAFETY: reading the bytes of a live value.
+            let bytes = unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>()) };
+            bytes.iter().all(|&b| b == 0)
+        }
+        assert!(zero(&RawAdaptive::<NoStats>::new()));
+        assert!(zero(&RawFutex::<NoStats>::new()));
+        assert!(zero(&RawFutexTid::<NoStats>::new()));
+        assert!(zero(&RawPi::<NoStats>::new()));
+        assert!(zero(&RawTicket::<NoStats>::new()));
+        assert!(zero(&RawMcs::<NoStats>::new()));
+        assert!(zero(&RawSpin::<NoStats>::new()));
+    }
+}
