@@ -226,3 +226,73 @@ where
         .label_font(("sans-serif", 12))
         .draw()
 }
+
+/// One variant's ratio to a baseline: its median and the range of its
+/// per-round ratios.
+pub struct Ratio {
+    /// Variant name (a lock algorithm, or the baseline).
+    pub label: String,
+    /// Median of the per-round ratios.
+    pub median: f64,
+    /// Smallest per-round ratio.
+    pub low: f64,
+    /// Largest per-round ratio.
+    pub high: f64,
+}
+
+/// A bar per variant at its median ratio, with a whisker over its range
+/// and a line at 1.0 (the baseline), to FILE.svg or FILE.png.
+pub fn ratios(title: &str, y_label: &str, ratios: &[Ratio], path: &Path) -> Result<(), String> {
+    if ratios.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    with_backend(
+        path,
+        (900, 480),
+        |area| draw_ratios(title, y_label, ratios, area),
+        |area| draw_ratios(title, y_label, ratios, area),
+    )
+}
+
+fn draw_ratios<DB: DrawingBackend>(title: &str, y_label: &str, ratios: &[Ratio], root: DrawingArea<DB, Shift>) -> Result<(), String> {
+    register_font()?;
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let top = ratios.iter().map(|r| r.high.max(r.median)).fold(1.0, f64::max) * 1.15;
+    let count = ratios.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-0.5f64..count as f64 - 0.5, 0f64..top)
+        .map_err(err)?;
+    let labels: Vec<String> = ratios.iter().map(|r| r.label.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(count)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 { labels.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+        })
+        .y_desc(y_label)
+        .draw()
+        .map_err(err)?;
+    for (i, ratio) in ratios.iter().enumerate() {
+        let x = i as f64;
+        let colour = if is_ours(&ratio.label) { PALETTE[i % PALETTE.len()] } else { RGBColor(127, 127, 127) };
+        chart.draw_series(std::iter::once(Rectangle::new([(x - 0.3, 0.0), (x + 0.3, ratio.median)], colour.mix(0.7).filled()))).map_err(err)?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(x, ratio.low), (x, ratio.high)], BLACK.stroke_width(2))))
+            .map_err(err)?;
+        for y in [ratio.low, ratio.high] {
+            chart.draw_series(std::iter::once(PathElement::new(vec![(x - 0.1, y), (x + 0.1, y)], BLACK.stroke_width(2)))).map_err(err)?;
+        }
+    }
+    chart
+        .draw_series(std::iter::once(PathElement::new(vec![(-0.5, 1.0), (count as f64 - 0.5, 1.0)], RED.stroke_width(1))))
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}

@@ -177,8 +177,9 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     println!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
     lockmeter_bench::plot::throughput(&scaling, &settings.plot)?;
     println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
-    profile_a_program(2 * SCENARIOS.len() + 4);
-    println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph);");
+    profile_a_program(2 * SCENARIOS.len() + 4, &settings.plot);
+    println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
+    println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
     println!("`lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
     Ok(())
@@ -208,7 +209,7 @@ fn build_cache_program() -> Result<std::path::PathBuf, String> {
 }
 
 /// Section: `lockmeter run` on the bundled cache program.
-fn profile_a_program(number: usize) {
+fn profile_a_program(number: usize, plot: &std::path::Path) {
     println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4` (a bundled C program: 4 threads");
     println!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
     let binary = match build_cache_program() {
@@ -232,9 +233,31 @@ fn profile_a_program(number: usize) {
         Ok((status, _, _)) => println!("   (the program failed under the profiler: {status})\n"),
         Err(failure) => println!("   (skipped: {})\n", failure.message),
     }
+    cure_a_program(number + 1, &binary, plot);
     if let Some(dir) = binary.parent() {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// Section: `lockmeter advise` on the same program.
+fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Path) {
+    println!("{number}. Curing it? `lockmeter advise -- cache 4 100000`: the same program under glibc's locks and served");
+    println!("   by ours (replace mode: its pthread mutexes and condvars run on our algorithms), interleaved\n");
+    let options = crate::advise::Options {
+        command: vec![binary.into(), "4".into(), "100000".into()],
+        variants: crate::advise::variants("adaptive,futex,futex-tid").expect("known algorithms"),
+        repeat: 3,
+        metric: regex::Regex::new("([0-9]+) ops/s").ok(),
+        plot: plot.with_file_name(format!(
+            "{}-advise.{}",
+            plot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+            plot.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "svg".into())
+        )),
+    };
+    if let Err(failure) = crate::advise::advise(&options) {
+        println!("   (skipped: {})", failure.message);
+    }
+    println!();
 }
 
 fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {

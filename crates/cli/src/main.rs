@@ -1,5 +1,6 @@
 //! `lockmeter`: measure lock contention, and cure it with better locks.
 
+mod advise;
 mod args;
 mod bench;
 mod demo;
@@ -194,6 +195,40 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
     },
+    /// Would one of our locks make CMD faster? Runs it under glibc's locks
+    /// and under each algorithm, interleaved and repeated, and says.
+    ///
+    /// Every round runs every variant once (glibc first, then each of ours
+    /// serving CMD's pthread mutexes and condvars), so a slow moment of the
+    /// machine falls on all of them alike. Reports wall and CPU time, and
+    /// with --metric a figure scraped from CMD's output (higher is better),
+    /// each as a ratio to glibc: the median and range of the per-round
+    /// ratios. It recommends an algorithm only when it beat glibc in every
+    /// round by 3% or more; otherwise it says the differences are noise.
+    /// A plot of the ratios is drawn to --plot.
+    ///
+    /// Examples:
+    ///   lockmeter advise -- ./server --bench 5s
+    ///   lockmeter advise --locks adaptive,mcs --repeat 9 --metric 'ops/s: ([0-9.]+)' -- ./bench
+    #[command(verbatim_doc_comment)]
+    Advise {
+        /// Our algorithms to try (comma-separated, or all) [default: all].
+        #[arg(long, default_value = "all", value_parser = advise::variants)]
+        locks: std::vec::Vec<advise::Variant>,
+        /// Rounds; medians and ranges are over these.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+        repeat: u64,
+        /// A regular expression finding a throughput figure in CMD's output
+        /// (its first group, or the whole match); higher is better.
+        #[arg(long, value_name = "REGEX", value_parser = metric_regex)]
+        metric: Option<regex::Regex>,
+        /// Where to draw the ratios (.svg or .png).
+        #[arg(long, value_name = "FILE", default_value = "lockmeter-advise.svg")]
+        plot: std::path::PathBuf,
+        /// The program and its arguments (after --).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Render a saved profile (from `lockmeter run -o FILE --format json`
     /// or LOCKMETER_OUTPUT) in any format.
     ///
@@ -216,6 +251,10 @@ enum Command {
     },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
+}
+
+fn metric_regex(text: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(text).map_err(|e| format!("not a regular expression: {}", e.to_string().lines().last().unwrap_or("")))
 }
 
 fn served_algorithm(text: &str) -> Result<Algorithm, String> {
@@ -317,6 +356,16 @@ fn main() -> ExitCode {
             };
             return match run::run(&options) {
                 Ok(code) => code,
+                Err(failure) => {
+                    eprintln!("lockmeter: error: {}", failure.message);
+                    ExitCode::from(failure.code)
+                }
+            };
+        }
+        Command::Advise { locks, repeat, metric, plot, command } => {
+            let options = advise::Options { command, variants: locks, repeat: repeat as usize, metric, plot };
+            return match advise::advise(&options) {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     eprintln!("lockmeter: error: {}", failure.message);
                     ExitCode::from(failure.code)

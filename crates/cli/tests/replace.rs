@@ -35,6 +35,11 @@ fn conformance() -> &'static Path {
     BUILT.get_or_init(|| compile("conformance"))
 }
 
+fn subjects() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| compile("subjects"))
+}
+
 fn library() -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().to_path_buf();
     let library = dir.join("liblockmeter.so");
@@ -99,4 +104,57 @@ fn an_unknown_algorithm_fails_fast() {
     assert_eq!(stderr.lines().count(), 1);
     assert!(stderr.contains("LOCKMETER_LOCK=\"bogus\" is not an algorithm"), "{stderr}");
     assert!(output.stdout.is_empty(), "the program did not run on glibc's locks instead");
+}
+
+#[test]
+fn advise_compares_the_algorithms_and_draws_the_ratios() {
+    let dir = scratch("advise");
+    let subjects = subjects();
+    let plot = dir.join("ratios.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+        .args(["advise", "--repeat", "2", "--locks", "adaptive,ticket", "--metric", "(never printed)?", "--plot"])
+        .arg(&plot)
+        .arg("--")
+        .arg(subjects)
+        .args(["trylock"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A metric that matches the empty string is not a number.
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("not a number"), "{stderr}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+        .args(["advise", "--repeat", "2", "--locks", "adaptive,ticket", "--plot"])
+        .arg(&plot)
+        .arg("--")
+        .arg(subjects)
+        .args(["trylock"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    for row in ["glibc ", "adaptive ", "ticket "] {
+        assert!(stdout.lines().any(|l| l.starts_with(row)), "a row for {row}:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("Recommendation:") || stdout.contains("No recommendation") || stdout.contains("Keep glibc's locks"),
+        "{stdout}"
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("adaptive"), "the plot names the variants");
+}
+
+#[test]
+fn advise_stops_on_a_failing_program() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+        .args(["advise", "--repeat", "1", "--locks", "adaptive", "--"])
+        .arg(subjects())
+        .args(["status", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("exit status 3") && stderr.lines().count() == 1, "{stderr}");
 }

@@ -1,0 +1,286 @@
+//! `lockmeter advise -- CMD`: would one of our locks make this program
+//! faster? Runs it under glibc's locks and under each algorithm (replace
+//! mode), interleaved and repeated, and answers with ratios, their spread,
+//! and a recommendation only when the evidence supports one.
+
+use crate::progress::Progress;
+use crate::run::{library, Failure};
+use lockmeter_bench::plot::{self, Ratio};
+use lockmeter_locks::Algorithm;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// glibc's own locks (the program run as it is), or one of ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// Not preloaded at all.
+    Glibc,
+    /// Served by this algorithm.
+    Ours(Algorithm),
+}
+
+impl Variant {
+    /// Its name in tables and lists.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Glibc => "glibc",
+            Variant::Ours(a) => a.name(),
+        }
+    }
+}
+
+/// Parses `--locks`: names among glibc and the algorithms, or `all`.
+pub fn variants(text: &str) -> Result<Vec<Variant>, String> {
+    let mut out = vec![Variant::Glibc];
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let add: Vec<Variant> = match name {
+            "all" => Algorithm::ALL.iter().map(|&a| Variant::Ours(a)).collect(),
+            "glibc" => vec![],
+            other => vec![Variant::Ours(other.parse::<Algorithm>().map_err(|e| e.to_string())?)],
+        };
+        for v in add {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    if out.len() < 2 {
+        return Err("give at least one of our algorithms to compare with glibc".into());
+    }
+    Ok(out)
+}
+
+/// What `advise` was asked.
+pub struct Options {
+    pub command: Vec<OsString>,
+    pub variants: Vec<Variant>,
+    pub repeat: usize,
+    pub metric: Option<regex::Regex>,
+    pub plot: PathBuf,
+}
+
+/// One run's measurements.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    wall: f64,
+    cpu: f64,
+    metric: Option<f64>,
+}
+
+fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> Result<Run, String> {
+    use std::os::unix::process::ExitStatusExt;
+    let program = &options.command[0];
+    let mut command = std::process::Command::new(program);
+    command.args(&options.command[1..]).stdin(std::process::Stdio::null()).env_remove("LOCKMETER_OUTPUT");
+    match variant {
+        Variant::Glibc => {
+            command.env_remove("LOCKMETER_LOCK");
+        }
+        Variant::Ours(algorithm) => {
+            command.env("LD_PRELOAD", library).env("LOCKMETER_LOCK", algorithm.name());
+        }
+    }
+    let before = children_cpu();
+    let start = Instant::now();
+    let output = command.output().map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = children_cpu() - before;
+    if !output.status.success() {
+        let how = match (output.status.code(), output.status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            _ => "an unknown status".into(),
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().last().unwrap_or("").trim().to_string();
+        return Err(format!("under {} it ended with {how}{}", variant.name(), if last.is_empty() { String::new() } else { format!(": {last}") }));
+    }
+    let metric = match &options.metric {
+        None => None,
+        Some(regex) => {
+            let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            let found = regex.captures(&text).ok_or_else(|| format!("--metric {:?} matched nothing in the output under {}", regex.as_str(), variant.name()))?;
+            let figure = found.get(1).or_else(|| found.get(0)).map(|m| m.as_str()).unwrap_or("");
+            Some(figure.trim().parse::<f64>().map_err(|_| format!("--metric matched {figure:?}, which is not a number"))?)
+        }
+    };
+    Ok(Run { wall, cpu, metric })
+}
+
+/// CPU seconds used by finished children so far.
+fn children_cpu() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// A measure: its name, whether higher is better, and how to read it.
+type Measure = (&'static str, bool, fn(&Run) -> Option<f64>);
+
+/// Per-round ratios of `variant` to glibc for one measure.
+struct Paired {
+    ratios: Vec<f64>,
+}
+
+impl Paired {
+    fn summary(&self) -> (f64, f64, f64) {
+        let mut sorted = self.ratios.clone();
+        let med = median(&mut sorted);
+        (med, *sorted.first().unwrap_or(&f64::NAN), *sorted.last().unwrap_or(&f64::NAN))
+    }
+
+    /// Rounds in which the variant did better than glibc.
+    fn wins(&self, higher_is_better: bool) -> usize {
+        self.ratios.iter().filter(|&&r| if higher_is_better { r > 1.0 } else { r < 1.0 }).count()
+    }
+}
+
+/// `lockmeter advise`.
+pub fn advise(options: &Options) -> Result<(), Failure> {
+    if options.command.is_empty() {
+        return Err(Failure::usage("no command given: lockmeter advise [OPTIONS] -- CMD [ARGS...]"));
+    }
+    let library = library()?;
+    let rounds = options.repeat;
+    let mut progress = Progress::new(rounds * options.variants.len());
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); options.variants.len()];
+    // Interleaved: every variant runs once before any runs twice, so a slow
+    // moment of the machine falls on all of them alike.
+    for round in 0..rounds {
+        for (i, &variant) in options.variants.iter().enumerate() {
+            progress.step(&format!("round {}/{rounds}: {}", round + 1, variant.name()));
+            match run_once(options, variant, &library) {
+                Ok(run) => runs[i].push(run),
+                Err(message) => {
+                    progress.finish();
+                    return Err(Failure::runtime(message));
+                }
+            }
+        }
+    }
+    progress.finish();
+
+    let measures: Vec<Measure> = {
+        let mut m: Vec<Measure> = vec![("wall", false, |r| Some(r.wall)), ("cpu", false, |r| Some(r.cpu))];
+        if options.metric.is_some() {
+            m.push(("metric", true, |r| r.metric));
+        }
+        m
+    };
+    let paired = |i: usize, get: fn(&Run) -> Option<f64>| Paired {
+        ratios: runs[i].iter().zip(&runs[0]).filter_map(|(v, g)| Some(get(v)? / get(g)?)).filter(|r| r.is_finite()).collect(),
+    };
+
+    println!(
+        "lockmeter advise: {} ({} rounds, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
+        options.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+        rounds,
+        options.variants.len()
+    );
+    let mut header = format!("{:<12} {:>9} {:>22} {:>9} {:>22}", "locks", "wall s", "wall vs glibc", "cpu s", "cpu vs glibc");
+    if options.metric.is_some() {
+        header.push_str(&format!(" {:>12} {:>22}", "metric", "metric vs glibc"));
+    }
+    println!("{header}");
+    for (i, variant) in options.variants.iter().enumerate() {
+        let mut line = format!("{:<12}", variant.name());
+        for &(_, _, get) in &measures {
+            let mut values: Vec<f64> = runs[i].iter().filter_map(get).collect();
+            let value = median(&mut values);
+            let (med, low, high) = paired(i, get).summary();
+            let ratio = if i == 0 { "1.00x".to_string() } else { format!("{med:.2}x [{low:.2}-{high:.2}]") };
+            let value = if value.abs() >= 1000.0 { format!("{value:.0}") } else { format!("{value:.3}") };
+            line.push_str(&format!(" {value:>9} {ratio:>22}"));
+        }
+        println!("{line}");
+    }
+    println!();
+
+    // The recommendation: by the metric if given, else by wall time.
+    let (name, higher_is_better, get) = *measures.last().filter(|_| options.metric.is_some()).unwrap_or(&measures[0]);
+    let mut best: Option<(usize, f64)> = None;
+    for i in 1..options.variants.len() {
+        let (med, _, _) = paired(i, get).summary();
+        let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
+        if best.is_none_or(|(_, b)| better(med, b)) {
+            best = Some((i, med));
+        }
+    }
+    if let Some((i, med)) = best {
+        let pairs = paired(i, get);
+        let wins = pairs.wins(higher_is_better);
+        let n = pairs.ratios.len();
+        let gain = if higher_is_better { med - 1.0 } else { 1.0 - med };
+        let chance = 0.5f64.powi(n as i32);
+        if gain < 0.0 {
+            println!(
+                "Keep glibc's locks: none of ours did better here (the closest, {}, had {name} {med:.2}x glibc's).",
+                options.variants[i].name()
+            );
+        } else if wins == n && gain >= 0.03 {
+            println!(
+                "Recommendation: {} ({name} {med:.2}x glibc's; better in {wins} of {n} paired rounds, a chance of {:.1}% if it were no better).",
+                options.variants[i].name(),
+                100.0 * chance
+            );
+            println!("Try it: lockmeter run --lock {} -- {}", options.variants[i].name(), options.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "));
+        } else {
+            println!(
+                "No recommendation: the best, {} ({name} {med:.2}x glibc's), was better in {wins} of {n} rounds; \
+                 the differences are within the noise. More rounds (--repeat) can tell.",
+                options.variants[i].name()
+            );
+        }
+    }
+    let (title_measure, get) = if options.metric.is_some() { ("metric", measures[2].2) } else { ("wall time", measures[0].2) };
+    let bars: Vec<Ratio> = (0..options.variants.len())
+        .map(|i| {
+            let (median, low, high) = if i == 0 { (1.0, 1.0, 1.0) } else { paired(i, get).summary() };
+            Ratio { label: options.variants[i].name().to_string(), median, low, high }
+        })
+        .collect();
+    let title = format!("{title_measure} relative to glibc's locks ({rounds} rounds)");
+    match plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, &options.plot) {
+        Ok(()) => println!("\nPlot: {}", options.plot.display()),
+        Err(e) => eprintln!("lockmeter: warning: no plot: {e}"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_lists_always_start_with_glibc() {
+        let v = variants("adaptive,ticket").unwrap();
+        assert_eq!(v, vec![Variant::Glibc, Variant::Ours(Algorithm::Adaptive), Variant::Ours(Algorithm::Ticket)]);
+        assert_eq!(variants("all").unwrap().len(), 1 + Algorithm::ALL.len());
+        assert!(variants("glibc").is_err());
+        assert!(variants("adaptive,nope").unwrap_err().contains("nope"));
+    }
+
+    #[test]
+    fn medians_and_wins() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        let p = Paired { ratios: vec![0.8, 0.9, 1.1] };
+        assert_eq!(p.wins(false), 2);
+        assert_eq!(p.summary(), (0.9, 0.8, 1.1));
+    }
+}
