@@ -322,3 +322,66 @@ fn interval_reports_while_the_program_runs() {
     assert!(tables >= 3, "a live table every 60 ms of a 250 ms run, then the final one:\n{stderr}");
     assert!(stderr.contains("written at interval"), "{stderr}");
 }
+
+#[test]
+fn go_tool_pprof_reads_the_pprof_output() {
+    let go = ["/usr/local/go/bin/go", "/usr/bin/go"].into_iter().find(|p| Path::new(p).is_file());
+    let Some(go) = go else {
+        eprintln!("skipped: no Go toolchain to read the pprof file with");
+        return;
+    };
+    let dir = scratch("pprof");
+    let (_, _) = profile(&["hold"]);
+    let file = std::env::temp_dir().join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
+    let pprof = dir.join("p.pb.gz");
+    let status = lockmeter().arg("report").arg(&file).args(["--format", "pprof", "-o"]).arg(&pprof).status().unwrap();
+    assert!(status.success());
+    let output = Command::new(go).args(["tool", "pprof", "-top", "-sample_index=delay"]).arg(&pprof).env("HOME", &dir).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(text.contains("Type: delay") && text.contains("hold_waiter+0x") && text.contains("cache_lock (mutex)"), "{text}");
+}
+
+#[test]
+fn a_static_binary_gets_a_warning() {
+    let dir = scratch("static");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/subjects.c");
+    let binary = dir.join("static-subjects");
+    let built = Command::new("gcc").args(["-static", "-O1", "-pthread", "-o"]).arg(&binary).arg(&source).status().unwrap();
+    assert!(built.success(), "gcc -static (libc6-dev's libc.a)");
+    let output = lockmeter().arg("run").arg("--").arg(&binary).args(["status", "5"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("is statically linked: LD_PRELOAD cannot see its locks"), "{stderr}");
+    assert!(stderr.contains("wrote no profile"), "{stderr}");
+}
+
+#[test]
+fn a_dump_signal_writes_the_profile_while_the_program_runs() {
+    let dir = scratch("signal");
+    let file = dir.join("live.json");
+    let mut child = Command::new(subjects())
+        .arg("hold")
+        .env("LD_PRELOAD", Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().join("liblockmeter.so"))
+        .env("LOCKMETER_OUTPUT", &file)
+        .env("LOCKMETER_DUMP_SIGNAL", "USR2")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR2) };
+    let mut live = None;
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        if let Ok(profile) = Profile::load(&file) {
+            live = Some(profile);
+            break;
+        }
+    }
+    let live = live.expect("a profile written on SIGUSR2 while the program runs");
+    assert_eq!(live.reason, "request");
+    assert!(child.wait().unwrap().success());
+    let last = Profile::load(&file).unwrap();
+    assert_eq!(last.reason, "exit", "the final profile replaces the live one");
+    assert_eq!(lock(&last, "cache_lock").counters.acquisitions, 2);
+}
