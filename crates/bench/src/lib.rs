@@ -12,6 +12,7 @@ pub mod experiment;
 mod locks;
 pub mod plot;
 pub mod render;
+pub mod torture;
 pub mod work;
 pub mod workloads;
 

@@ -33,6 +33,7 @@
 mod sync;
 
 pub mod adaptive;
+pub mod busted;
 pub mod clock;
 pub mod condvar;
 pub mod config;
@@ -53,6 +54,7 @@ mod algorithm;
 mod any;
 
 pub use adaptive::RawAdaptive;
+pub use busted::RawBusted;
 pub use condvar::{Condvar, WaitResult};
 pub use futex_mutex::RawFutex;
 pub use futex_tid::RawFutexTid;

@@ -6,7 +6,7 @@
 //! - no lost wake-up: a thread asleep on a futex that nobody will wake makes
 //!   loom report a deadlock.
 
-use lockmeter_locks::{Condvar, NoStats, RawAdaptive, RawFutex, RawMcs, RawTicket};
+use lockmeter_locks::{Condvar, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 
@@ -28,7 +28,7 @@ macro_rules! model_lock {
         }
     )*};
 }
-model_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawTicket<NoStats>, RawMcs<NoStats>);
+model_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawFutexTid<NoStats>, RawTicket<NoStats>, RawMcs<NoStats>);
 
 fn builder() -> loom::model::Builder {
     let mut b = loom::model::Builder::new();
@@ -91,18 +91,20 @@ pub fn condvar<L: ModelLock>() {
 #[macro_export]
 macro_rules! loom_suite {
     ($setup:expr) => {
-        use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawMcs, RawTicket};
+        use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
         use common::loom_models::{condvar, exclusion};
         loom_suite!(@tests $setup;
             adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
             adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
             futex_three_threads => exclusion::<RawFutex<NoStats>>(3),
+            futex_tid_three_threads => exclusion::<RawFutexTid<NoStats>>(3),
             ticket_two_threads => exclusion::<RawTicket<NoStats>>(2),
             ticket_three_threads => exclusion::<RawTicket<NoStats>>(3),
             mcs_two_threads => exclusion::<RawMcs<NoStats>>(2),
             mcs_three_threads => exclusion::<RawMcs<NoStats>>(3),
             condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
             condvar_with_futex => condvar::<RawFutex<NoStats>>(),
+            condvar_with_futex_tid => condvar::<RawFutexTid<NoStats>>(),
             condvar_with_ticket => condvar::<RawTicket<NoStats>>(),
             condvar_with_mcs => condvar::<RawMcs<NoStats>>()
         );

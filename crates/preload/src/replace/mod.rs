@@ -47,6 +47,9 @@ pub fn algorithm() -> Option<Algorithm> {
 fn decide() -> Option<Algorithm> {
     let chosen = crate::profile::output::env("LOCKMETER_LOCK").map(|name| match name.parse::<Algorithm>() {
         Ok(algorithm) => algorithm,
+        Err(_) if name == "busted" => crate::profile::output::fatal(
+            "LOCKMETER_LOCK=busted: busted is a deliberately broken lock for `lockmeter torture`; it never serves a program",
+        ),
         Err(_) => crate::profile::output::fatal(&format!(
             "LOCKMETER_LOCK={name:?} is not an algorithm (one of: {})",
             Algorithm::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")

@@ -1,0 +1,94 @@
+//! `lockmeter torture`: the torture of `lockmeter_bench::torture` for every
+//! chosen lock and thread count, with a table or JSON, and an exit status a
+//! script can trust (0 clean, 1 with the violation and the seed).
+
+use crate::progress::Progress;
+use lockmeter_bench::torture::{self, Config, Outcome, Subject};
+use lockmeter_locks::Algorithm;
+use std::time::Duration;
+
+/// Parses `--lock`: an algorithm, `all` (every real one) or `busted`.
+pub fn subjects(text: &str) -> Result<Vec<Subject>, String> {
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "all" => out.extend(Algorithm::ALL.iter().map(|&a| Subject::Ours(a))),
+            "busted" => out.push(Subject::Busted),
+            other => out.push(Subject::Ours(other.parse::<Algorithm>().map_err(|e| format!("{e}, or all, or busted"))?)),
+        }
+    }
+    if out.is_empty() {
+        return Err("no lock given".into());
+    }
+    Ok(out)
+}
+
+/// What `torture` was asked.
+pub struct Options {
+    pub subjects: Vec<Subject>,
+    pub threads: Vec<usize>,
+    pub duration: Duration,
+    pub seed: u64,
+    pub stall: Duration,
+    pub json: bool,
+}
+
+fn row(o: &Outcome) -> String {
+    let known = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    format!(
+        "{:<10} {:>7} {:>12.0} {:>21} {:>8} {:>12} {:>10} {:>10} {:>9}  {}",
+        o.lock,
+        o.threads,
+        o.per_second,
+        format!("{}..{}", o.per_thread_min, o.per_thread_max),
+        o.spread.map_or_else(|| "inf".to_string(), |s| format!("{s:.1}x")),
+        format!("{:.1} ms", o.longest_wait_ns as f64 / 1e6),
+        known(o.spin),
+        known(o.sleep),
+        o.tokens,
+        if o.violation.is_some() { "FAILED" } else { "ok" }
+    )
+}
+
+/// Runs every (lock, threads) torture; Ok(true) when all were clean.
+pub fn torture(options: &Options) -> Result<bool, String> {
+    let mut progress = Progress::new(options.subjects.len() * options.threads.len());
+    let mut outcomes = Vec::new();
+    for &subject in &options.subjects {
+        for &threads in &options.threads {
+            progress.step(&format!("{} at {threads} threads, {:.0} s", subject.name(), options.duration.as_secs_f64()));
+            let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
+            outcomes.push(torture::run(&config));
+        }
+    }
+    progress.finish();
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "lockmeter torture: seed {}, {:.0} s per run; writers lock, trylock and timed-lock at random and check exclusion on shadow data,",
+            options.seed,
+            options.duration.as_secs_f64()
+        );
+        println!("producers and consumers pass numbered tokens through condvars, a watchdog fails a thread stalled {:.0} s\n", options.stall.as_secs_f64());
+        println!(
+            "{:<10} {:>7} {:>12} {:>21} {:>8} {:>12} {:>10} {:>10} {:>9}  result",
+            "lock", "threads", "acq/s", "per-thread min..max", "spread", "longest wait", "spin", "sleep", "tokens"
+        );
+        for outcome in &outcomes {
+            println!("{}", row(outcome));
+        }
+    }
+    let mut clean = true;
+    for outcome in outcomes.iter().filter(|o| o.violation.is_some()) {
+        clean = false;
+        eprintln!(
+            "lockmeter: torture failed: {} at {} threads (seed {}): {}",
+            outcome.lock,
+            outcome.threads,
+            outcome.seed,
+            outcome.violation.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(clean)
+}
