@@ -359,9 +359,9 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
     let finished: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
     let seed = config.seed;
     let mut handles = Vec::new();
-    for i in 0..writers {
+    for (i, count) in per_thread.iter().enumerate() {
         handles.push(std::thread::spawn(move || {
-            per_thread[i].store(writer(arena, i, seed), Relaxed);
+            count.store(writer(arena, i, seed), Relaxed);
             finished.fetch_add(1, Relaxed);
         }));
     }

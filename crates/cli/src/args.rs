@@ -158,4 +158,43 @@ mod tests {
         assert!(write_atomically(&dir.join("missing/out.json"), b"x").is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Seeded random inputs: no argument makes a parser panic, every error
+    /// is one line, and what the parsers accept round-trips.
+    #[test]
+    fn parsers_never_panic_and_round_trip() {
+        let mut x: u64 = 0x5eed;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        const ALPHABET: [&str; 20] = ["0", "1", "9", ".", ",", "-", "+", "e", "s", "ms", "us", "µ", "ns", "min", " ", "NaN", "inf", "x", "99999999999999999999", "adaptive"];
+        for _ in 0..20_000 {
+            let text: String = (0..next() % 6).map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize]).collect();
+            for result in [duration(&text).map(|_| ()), positive_duration(&text).map(|_| ())] {
+                if let Err(e) = result {
+                    assert!(!e.contains('\n'), "{text:?}: {e}");
+                }
+            }
+            for result in [thread_list(&text).map(|_| ()), period_list(&text).map(|_| ()), duty_list(&text).map(|_| ()), lock_list(&text).map(|_| ())] {
+                if let Err(e) = result {
+                    assert!(!e.contains('\n'), "{text:?}: {e}");
+                }
+            }
+        }
+        for _ in 0..2_000 {
+            let ms = next() % 10_000_000;
+            assert_eq!(duration(&format!("{ms}ms")), Ok(Duration::from_millis(ms)));
+            let us = next() % 10_000_000;
+            assert_eq!(duration(&format!("{us}us")), Ok(Duration::from_micros(us)));
+            let threads: Vec<usize> = (0..1 + next() % 5).map(|_| 1 + (next() % 4096) as usize).collect();
+            let mut unique = threads.clone();
+            unique.dedup();
+            let text = threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
+            let parsed = thread_list(&text).unwrap().0;
+            assert!(threads.iter().all(|t| parsed.contains(t)) && parsed.len() <= threads.len(), "{text}");
+        }
+    }
 }

@@ -72,8 +72,10 @@ pub fn to_csv(profile: &Profile) -> String {
     out
 }
 
+/// A frame of a folded line: `;` separates frames and a newline ends the
+/// line, so neither may appear inside one.
 fn frame_text(text: &str) -> String {
-    text.replace(';', ":")
+    text.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
 fn lock_frame(lock: &LockProfile) -> String {

@@ -1,0 +1,92 @@
+//! `lockmeter torture`: every real algorithm passes, the busted lock is
+//! caught, and the same torture through the pthread API passes under
+//! replace mode for every algorithm.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn lockmeter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+}
+
+#[test]
+fn every_algorithm_survives_a_short_torture() {
+    let output = lockmeter().args(["torture", "--seconds", "300ms", "--threads", "2,8", "--seed", "11"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    for algorithm in ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"] {
+        let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with(&format!("{algorithm} "))).collect();
+        assert_eq!(rows.len(), 2, "{algorithm} at 2 and 8 threads:\n{stdout}");
+        assert!(rows.iter().all(|r| r.ends_with("  ok")), "{stdout}");
+    }
+}
+
+#[test]
+fn the_busted_lock_fails_and_names_the_violation_and_seed() {
+    for seed in ["1", "2", "3"] {
+        let output = lockmeter().args(["torture", "--lock", "busted", "--seconds", "3s", "--seed", seed]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("(seed {seed})")) && stderr.contains("exclusion"), "{stderr}");
+    }
+}
+
+#[test]
+fn json_output_has_one_outcome_per_run() {
+    let output = lockmeter()
+        .args(["torture", "--lock", "adaptive,ticket", "--seconds", "200ms", "--threads", "3", "--format", "json", "--seed", "5"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let outcomes: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let outcomes = outcomes.as_array().unwrap();
+    assert_eq!(outcomes.len(), 2);
+    for outcome in outcomes {
+        assert_eq!(outcome["threads"], 3);
+        assert_eq!(outcome["seed"], 5);
+        assert!(outcome["violation"].is_null());
+        assert!(outcome["acquisitions"].as_u64().unwrap() > 0 && outcome["tokens"].as_u64().unwrap() > 0);
+        assert!(outcome["spin"].is_u64() && outcome["sleep"].is_u64() && outcome["spread"].is_f64());
+    }
+}
+
+fn c_torture() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_c_torture).clone()
+}
+
+fn build_c_torture() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/torture.c");
+    let dir = std::env::temp_dir().join(format!("lockmeter-torture-test.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let binary = dir.join("torture");
+    let status = Command::new("gcc").args(["-O1", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&binary).arg(&source).status().unwrap();
+    assert!(status.success());
+    binary
+}
+
+#[test]
+fn the_pthread_torture_passes_under_every_served_algorithm() {
+    let binary = c_torture();
+    for algorithm in ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"] {
+        let output = lockmeter()
+            .args(["run", "--lock", algorithm, "--min-wait", "60min", "--"])
+            .arg(&binary)
+            .args(["6", "0.3", "17"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && stdout.starts_with("torture: ok"), "{algorithm}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[test]
+fn busted_never_serves_a_program() {
+    let output = lockmeter().args(["run", "--lock", "busted", "--", "true"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("deliberately broken"));
+    let library = Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().join("liblockmeter.so");
+    let output = Command::new(c_torture()).env("LD_PRELOAD", library).env("LOCKMETER_LOCK", "busted").output().unwrap();
+    assert_eq!(output.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("never serves a program"));
+}

@@ -1,0 +1,144 @@
+//! Property tests of the profile format (seeded random cases, no external
+//! crate): any profile survives JSON, CSV, folded and pprof rendering; a
+//! corrupt or truncated file is a one-line error, never a panic.
+
+use lockmeter_stats::profile::{self, Counters, Durations, Health, Kind, LockProfile, Profile, Role, SiteProfile, StackProfile};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn text(&mut self) -> String {
+        const PIECES: [&str; 10] = ["cache_lock", "heap@f+0x1c", "a,b", "quote\"d", "semi;colon", "ünïcode", "sp ace", "tab\t", "new\nline", "x"];
+        (0..1 + self.below(3)).map(|_| PIECES[self.below(PIECES.len() as u64) as usize]).collect()
+    }
+    fn counters(&mut self, known: bool) -> Counters {
+        let acquisitions = self.below(1_000_000);
+        let contended = self.below(acquisitions + 1);
+        Counters {
+            acquisitions,
+            nowait: acquisitions - contended,
+            contended,
+            spin: known.then_some(contended / 2),
+            sleep: known.then_some(contended - contended / 2),
+            reject: self.below(100),
+            timeout: self.below(10),
+            wait_ns: Durations::new(self.below(1 << 40), contended, self.below(1 << 30)),
+            hold_ns: Durations::new(self.below(1 << 40), acquisitions, self.below(1 << 30)),
+            delay_ns: self.below(1 << 40),
+        }
+    }
+}
+
+fn random_profile(rng: &mut Rng) -> Profile {
+    let kinds = [Kind::Mutex, Kind::Rwlock, Kind::Spin, Kind::Sem, Kind::Cond];
+    let locks = (0..rng.below(6))
+        .map(|_| {
+            let kind = kinds[rng.below(5) as usize];
+            let known = rng.below(2) == 0;
+            LockProfile {
+                name: rng.text(),
+                kind,
+                address: format!("{:#x}", rng.next()),
+                generation: rng.below(3) as u32,
+                counters: rng.counters(known),
+                cond_reacquire: rng.below(5),
+                util_pct: rng.below(10_000) as f64 / 100.0,
+                hist_wait_log2_cycles: (0..rng.below(40)).map(|_| rng.below(1000)).collect(),
+                read: (kind == Kind::Rwlock).then(|| rng.counters(false)),
+                write: (kind == Kind::Rwlock).then(|| rng.counters(false)),
+                sites: (0..rng.below(4))
+                    .map(|_| SiteProfile {
+                        site: rng.text(),
+                        address: format!("{:#x}", rng.next()),
+                        object: (rng.below(2) == 0).then(|| rng.text()),
+                        file: (rng.below(2) == 0).then(|| rng.text()),
+                        line: (rng.below(2) == 0).then(|| rng.below(10_000) as u32),
+                        role: if rng.below(2) == 0 { Role::Waiter } else { Role::Holder },
+                        counters: rng.counters(known),
+                    })
+                    .collect(),
+                stacks: (0..rng.below(3))
+                    .map(|_| StackProfile { frames: (0..1 + rng.below(4)).map(|_| rng.text()).collect(), contended: rng.below(99), wait_ns: rng.below(1 << 30) })
+                    .collect(),
+            }
+        })
+        .collect();
+    Profile {
+        format: profile::FORMAT.into(),
+        version: profile::VERSION,
+        program: rng.text(),
+        pid: rng.below(1 << 22) as u32,
+        ppid: rng.below(1 << 22) as u32,
+        duration_ns: rng.below(1 << 40),
+        cycles_per_ns: 2.5,
+        mode: "profile".into(),
+        reason: "exit".into(),
+        locks,
+        health: Health { events: rng.below(1 << 30), warnings: vec![rng.text()], ..Health::default() },
+    }
+}
+
+#[test]
+fn every_profile_round_trips_through_json_and_renders_everywhere() {
+    let mut rng = Rng(0x1234_5678);
+    for case in 0..300 {
+        let original = random_profile(&mut rng);
+        let json = original.to_json();
+        let again = Profile::from_json(&json, "case").unwrap_or_else(|e| panic!("case {case}: {e}"));
+        assert_eq!(again, original, "case {case}");
+        let csv = profile::to_csv(&original);
+        let used_rows: usize = original
+            .used_locks()
+            .map(|l| 1 + usize::from(l.read.is_some()) + usize::from(l.write.is_some()) + l.sites.len())
+            .sum();
+        // Every record is one row, however its names are quoted.
+        let records = csv.matches(&format!("{},", original.pid)).count();
+        assert!(records >= used_rows, "case {case}: {records} rows for {used_rows} records");
+        for line in profile::to_folded(&original).lines() {
+            let weight = line.rsplit(' ').next().unwrap();
+            assert!(weight.parse::<u64>().is_ok(), "case {case}: folded line without a weight: {line:?}");
+        }
+        let pprof = profile::to_pprof(&original);
+        assert_eq!(&pprof[..2], &[0x1f, 0x8b]);
+        let table = profile::render_table(&original, &profile::TableOptions::default());
+        assert!(table.starts_with("lockmeter: "), "case {case}");
+    }
+}
+
+#[test]
+fn corrupt_and_truncated_profiles_are_one_line_errors() {
+    let mut rng = Rng(0x9876_5431);
+    for case in 0..100 {
+        let json = random_profile(&mut rng).to_json();
+        let bytes = json.as_bytes();
+        // Every truncation.
+        for cut in (0..bytes.len()).step_by(1 + bytes.len() / 40) {
+            let text = String::from_utf8_lossy(&bytes[..cut]);
+            match Profile::from_json(&text, "f.json") {
+                Ok(_) => panic!("case {case}: a profile truncated to {cut} bytes parsed"),
+                Err(e) => assert!(!e.0.contains('\n') && e.0.starts_with("f.json "), "case {case}: {e}"),
+            }
+        }
+        // Random byte damage: an error or (rarely) still a valid profile,
+        // never a panic.
+        for _ in 0..20 {
+            let mut damaged = bytes.to_vec();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(damaged.len() as u64) as usize;
+                damaged[at] = rng.below(256) as u8;
+            }
+            if let Err(e) = Profile::from_json(&String::from_utf8_lossy(&damaged), "f.json") {
+                assert!(!e.0.contains('\n'), "case {case}: {e}");
+            }
+        }
+    }
+}
