@@ -178,11 +178,41 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     lockmeter_bench::plot::throughput(&scaling, &settings.plot)?;
     println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
     profile_a_program(2 * SCENARIOS.len() + 4, &settings.plot);
+    torture_every_lock(2 * SCENARIOS.len() + 6);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
     println!("`lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
     Ok(())
+}
+
+/// Section: a short `lockmeter torture` of every algorithm, and of the
+/// broken lock it must catch.
+fn torture_every_lock(number: usize) {
+    use lockmeter_bench::torture::{self, Config, Subject};
+    println!("{number}. Reliability: `lockmeter torture`, every algorithm for 300 ms at 4 threads, then `busted`\n");
+    let options = crate::torture::Options {
+        subjects: lockmeter_locks::Algorithm::ALL.iter().map(|&a| Subject::Ours(a)).collect(),
+        threads: vec![4],
+        duration: std::time::Duration::from_millis(300),
+        seed: 1,
+        stall: std::time::Duration::from_secs(5),
+        json: false,
+    };
+    if let Err(e) = crate::torture::torture(&options) {
+        println!("   (torture failed to run: {e})");
+    }
+    let busted = torture::run(&Config {
+        subject: Subject::Busted,
+        threads: 4,
+        duration: std::time::Duration::from_secs(5),
+        seed: 1,
+        stall: std::time::Duration::from_secs(5),
+    });
+    match busted.violation {
+        Some(violation) => println!("\nbusted (a deliberately broken lock) was caught after {:.3} s: {violation}\n", busted.seconds),
+        None => println!("\nbusted was NOT caught: the torture is broken\n"),
+    }
 }
 
 /// The bundled program `lockmeter run` is shown on.

@@ -33,6 +33,15 @@ pub struct Options {
     pub json: bool,
 }
 
+/// "300 ms", "5 s", "1.5 s".
+fn seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{} s", (d.as_secs_f64() * 10.0).round() / 10.0)
+    }
+}
+
 fn row(o: &Outcome) -> String {
     let known = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     format!(
@@ -56,7 +65,7 @@ pub fn torture(options: &Options) -> Result<bool, String> {
     let mut outcomes = Vec::new();
     for &subject in &options.subjects {
         for &threads in &options.threads {
-            progress.step(&format!("{} at {threads} threads, {:.0} s", subject.name(), options.duration.as_secs_f64()));
+            progress.step(&format!("{} at {threads} threads, {}", subject.name(), seconds(options.duration)));
             let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
             outcomes.push(torture::run(&config));
         }
@@ -66,11 +75,11 @@ pub fn torture(options: &Options) -> Result<bool, String> {
         println!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
     } else {
         println!(
-            "lockmeter torture: seed {}, {:.0} s per run; writers lock, trylock and timed-lock at random and check exclusion on shadow data,",
+            "lockmeter torture: seed {}, {} per run; writers lock, trylock and timed-lock at random and check exclusion on shadow data,",
             options.seed,
-            options.duration.as_secs_f64()
+            seconds(options.duration)
         );
-        println!("producers and consumers pass numbered tokens through condvars, a watchdog fails a thread stalled {:.0} s\n", options.stall.as_secs_f64());
+        println!("producers and consumers pass numbered tokens through condvars, a watchdog fails a thread stalled {}\n", seconds(options.stall));
         println!(
             "{:<10} {:>7} {:>12} {:>21} {:>8} {:>12} {:>10} {:>10} {:>9}  result",
             "lock", "threads", "acq/s", "per-thread min..max", "spread", "longest wait", "spin", "sleep", "tokens"
