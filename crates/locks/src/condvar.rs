@@ -53,12 +53,24 @@ impl Condvar {
     /// The wait protocol, for a lock given as its release and re-acquire
     /// operations: `release` runs after the waiter is registered, `reacquire`
     /// after the wait ends.
+    ///
+    /// Leaving (the waiter count's decrement) is the waiter's last access
+    /// to the condvar, also when the wait is left by unwinding (a thread
+    /// cancelled while blocked), so a destroyer that sees no waiters can
+    /// free the memory.
     pub fn wait_with(&self, release: impl FnOnce(), reacquire: impl FnOnce(), deadline: Option<Instant>) -> WaitResult {
+        struct Leave<'a>(&'a AtomicU32);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Release);
+            }
+        }
         self.waiters.fetch_add(1, Ordering::SeqCst);
+        let leave = Leave(&self.waiters);
         let seen = self.sequence.load(Ordering::SeqCst);
         release();
         let outcome = futex_wait(&self.sequence, seen, deadline);
-        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        drop(leave);
         reacquire();
         match outcome {
             WaitOutcome::TimedOut => WaitResult::TimedOut,
@@ -99,9 +111,10 @@ impl Condvar {
         }
     }
 
-    /// Whether some thread is (about to be) waiting.
+    /// Whether some thread is (about to be) waiting, or woken and not yet
+    /// gone (see [`Condvar::wait_with`]).
     pub fn has_waiters(&self) -> bool {
-        self.waiters.load(Ordering::Relaxed) != 0
+        self.waiters.load(Ordering::Acquire) != 0
     }
 }
 

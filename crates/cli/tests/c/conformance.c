@@ -337,6 +337,111 @@ static void passthrough_objects(void) {
     EQ(pthread_mutex_unlock(&robust), 0);
 }
 
+/* Destroying (and freeing) a condvar right after a broadcast is allowed:
+ * woken waiters must not touch it afterwards. */
+struct gate { pthread_mutex_t m; pthread_cond_t c; int open; };
+static void *wait_at_gate(void *arg) {
+    struct gate *g = arg;
+    pthread_mutex_lock(&g->m);
+    while (!g->open) pthread_cond_wait(&g->c, &g->m);
+    pthread_mutex_unlock(&g->m);
+    return NULL;
+}
+static void destroy_after_broadcast(void) {
+    for (int round = 0; round < 200; round++) {
+        struct gate *g = malloc(sizeof *g);
+        pthread_mutex_init(&g->m, NULL);
+        pthread_cond_init(&g->c, NULL);
+        g->open = 0;
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, wait_at_gate, g);
+        usleep(100);
+        pthread_mutex_lock(&g->m);
+        g->open = 1;
+        pthread_cond_broadcast(&g->c);
+        pthread_mutex_unlock(&g->m);
+        for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+        EQ(pthread_cond_destroy(&g->c), 0);
+        EQ(pthread_mutex_destroy(&g->m), 0);
+        memset(g, 0xa5, sizeof *g); /* what a reused allocation would do */
+        free(g);
+    }
+}
+
+/* A served condvar with a robust mutex whose owner dies during the wait:
+ * the wait returns EOWNERDEAD with the mutex held. */
+static pthread_mutex_t robust_for_cond;
+static pthread_cond_t cond_for_robust = PTHREAD_COND_INITIALIZER;
+static void *die_holding_robust(void *arg) {
+    (void)arg;
+    usleep(20000);
+    pthread_mutex_lock(&robust_for_cond);
+    return NULL; /* exits holding it */
+}
+static void owner_dies_during_condvar_wait(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    EQ(pthread_mutex_init(&robust_for_cond, &attr), 0);
+    pthread_t t;
+    pthread_mutex_lock(&robust_for_cond);
+    pthread_create(&t, NULL, die_holding_robust, NULL);
+    struct timespec at = in_ms(CLOCK_REALTIME, 100);
+    int r = pthread_cond_timedwait(&cond_for_robust, &robust_for_cond, &at);
+    EQ(r, EOWNERDEAD);
+    EQ(pthread_mutex_consistent(&robust_for_cond), 0);
+    EQ(pthread_mutex_unlock(&robust_for_cond), 0);
+    pthread_join(t, NULL);
+    EQ(pthread_mutex_lock(&robust_for_cond), 0);
+    EQ(pthread_mutex_unlock(&robust_for_cond), 0);
+}
+
+/* Lock functions leave errno alone, contended or not. */
+static pthread_mutex_t errno_m = PTHREAD_MUTEX_INITIALIZER;
+static void *hammer_keeping_errno(void *arg) {
+    (void)arg;
+    long changed = 0;
+    for (int i = 0; i < 20000; i++) {
+        errno = 4242;
+        pthread_mutex_lock(&errno_m);
+        changed += errno != 4242;
+        errno = 4242;
+        pthread_mutex_unlock(&errno_m);
+        changed += errno != 4242;
+    }
+    return (void *)changed;
+}
+static void errno_is_kept(void) {
+    pthread_t t[4];
+    void *changed;
+    long total = 0;
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, hammer_keeping_errno, NULL);
+    for (int i = 0; i < 4; i++) { pthread_join(t[i], &changed); total += (long)changed; }
+    EQ(total, 0);
+}
+
+/* A deadline further than any clock counts is "no deadline". */
+static pthread_mutex_t far_m = PTHREAD_MUTEX_INITIALIZER;
+static int far_held;
+static void *hold_50ms(void *arg) {
+    pthread_mutex_lock(&far_m);
+    __atomic_store_n(&far_held, 1, __ATOMIC_RELEASE);
+    usleep(50000);
+    pthread_mutex_unlock(&far_m);
+    return arg;
+}
+static void far_future_deadline(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, hold_50ms, NULL);
+    while (!__atomic_load_n(&far_held, __ATOMIC_ACQUIRE)) usleep(1000);
+    struct timespec far = { .tv_sec = 0x7fffffffffffffffL, .tv_nsec = 999999999L };
+    long start = now_ms(CLOCK_MONOTONIC);
+    EQ(pthread_mutex_timedlock(&far_m, &far), 0);
+    CHECK(now_ms(CLOCK_MONOTONIC) - start < 5000, "waited %ld ms", now_ms(CLOCK_MONOTONIC) - start);
+    EQ(pthread_mutex_unlock(&far_m), 0);
+    pthread_join(t, NULL);
+}
+
 int main(void) {
     pthread_mutexattr_t attr;
     pthread_mutex_t normal, recursive, errorcheck;
@@ -367,6 +472,10 @@ int main(void) {
     cancellation();
     fork_with_held_locks();
     passthrough_objects();
+    destroy_after_broadcast();
+    owner_dies_during_condvar_wait();
+    errno_is_kept();
+    far_future_deadline();
     printf("ok: %d checks\n", checks);
     return 0;
 }

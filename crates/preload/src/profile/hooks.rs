@@ -170,6 +170,16 @@ fn sem_outcome(result: c_int) -> Outcome {
     }
 }
 
+/// Runs a served lock operation leaving errno as the program had it: the
+/// algorithms' futex calls set it, glibc's lock functions never do.
+#[inline(always)]
+fn keeping_errno<T>(operation: impl FnOnce() -> T) -> T {
+    let saved = errno();
+    let result = operation();
+    set_errno(saved);
+    result
+}
+
 fn errno() -> c_int {
     // SAFETY: the thread's errno location is always valid.
     unsafe { *libc::__errno_location() }
@@ -218,11 +228,13 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
 
 unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
-        if active().is_none() {
-            // SAFETY: a served mutex.
-            return unsafe { served::lock::<NoStats>(algorithm, m) };
-        }
-        return served_exclusive(algorithm, m, pc, || unsafe { served::lock::<served::LastAcquire>(algorithm, m) });
+        return keeping_errno(|| {
+            if active().is_none() {
+                // SAFETY: a served mutex.
+                return unsafe { served::lock::<NoStats>(algorithm, m) };
+            }
+            served_exclusive(algorithm, m, pc, || unsafe { served::lock::<served::LastAcquire>(algorithm, m) })
+        });
     }
     // SAFETY (all real calls in this file): the program's own arguments,
     // passed unchanged to glibc's function of the same signature.
@@ -240,7 +252,7 @@ unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
 unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
         // SAFETY: a served mutex.
-        return exclusive_try(Kind::Mutex, m as usize, pc, || unsafe { served::try_lock(algorithm, m) });
+        return keeping_errno(|| exclusive_try(Kind::Mutex, m as usize, pc, || unsafe { served::try_lock(algorithm, m) }));
     }
     unsafe { exclusive_try(Kind::Mutex, m as usize, pc, || call_real!(real::MUTEX_TRYLOCK, fn(Mutex) -> c_int, m)) }
 }
@@ -248,8 +260,10 @@ unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
 unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
         // SAFETY: a served mutex; the program's timespec.
-        return served_exclusive(algorithm, m, pc, || unsafe {
-            served::lock_until::<served::LastAcquire>(algorithm, m, libc::CLOCK_REALTIME, at)
+        return keeping_errno(|| {
+            served_exclusive(algorithm, m, pc, || unsafe {
+                served::lock_until::<served::LastAcquire>(algorithm, m, libc::CLOCK_REALTIME, at)
+            })
         });
     }
     unsafe {
@@ -266,7 +280,9 @@ unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
 unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
         // SAFETY: a served mutex; the program's clock and timespec.
-        return served_exclusive(algorithm, m, pc, || unsafe { served::lock_until::<served::LastAcquire>(algorithm, m, clock, at) });
+        return keeping_errno(|| {
+            served_exclusive(algorithm, m, pc, || unsafe { served::lock_until::<served::LastAcquire>(algorithm, m, clock, at) })
+        });
     }
     unsafe {
         exclusive(
@@ -284,7 +300,7 @@ unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: u
 pub unsafe extern "C" fn pthread_mutex_unlock(m: Mutex) -> c_int {
     let unlock = || match serving(m) {
         // SAFETY: a served mutex.
-        Some(algorithm) => unsafe { served::unlock(algorithm, m) },
+        Some(algorithm) => keeping_errno(|| unsafe { served::unlock(algorithm, m) }),
         None => unsafe { call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m) },
     };
     let Some(profiler) = active() else { return unlock() };
@@ -529,7 +545,7 @@ unsafe fn served_wait(c: Cond, m: Mutex, deadline: Option<(clockid_t, Time)>) ->
         None => None,
         // SAFETY: the program's timespec.
         Some((clock, at)) => match unsafe { served::deadline(clock, at) } {
-            Ok(deadline) => Some(deadline),
+            Ok(deadline) => deadline,
             Err(error) => return error,
         },
     };
@@ -541,30 +557,15 @@ unsafe fn served_wait(c: Cond, m: Mutex, deadline: Option<(clockid_t, Time)>) ->
                 return libc::EPERM;
             }
             // SAFETY: this thread holds the served mutex and the condvar is served.
-            unsafe {
-                served_cond::wait(
-                    c,
-                    || {
-                        served::unlock(algorithm, m);
-                    },
-                    || {
-                        served::lock::<NoStats>(algorithm, m);
-                    },
-                    deadline,
-                )
-            }
+            unsafe { served_cond::wait(c, || served::unlock(algorithm, m), || served::lock::<NoStats>(algorithm, m), deadline) }
         }
         // SAFETY: a glibc mutex the caller holds, released and re-taken
         // with glibc's own functions.
         None => unsafe {
             served_cond::wait(
                 c,
-                || {
-                    call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m);
-                },
-                || {
-                    call_real!(real::MUTEX_LOCK, fn(Mutex) -> c_int, m);
-                },
+                || call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, m),
+                || call_real!(real::MUTEX_LOCK, fn(Mutex) -> c_int, m),
                 deadline,
             )
         },
@@ -589,7 +590,7 @@ fn serving_cond(c: Cond, m: Mutex) -> Result<bool, c_int> {
 unsafe extern "C-unwind" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
     match serving_cond(c, m) {
         Err(error) => error,
-        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, None) }),
+        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, None) })),
         Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) }),
     }
 }
@@ -598,7 +599,7 @@ unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usiz
     match serving_cond(c, m) {
         Err(error) => error,
         // SAFETY: a served condvar has its clock.
-        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, Some((served_cond::clock(c), at))) }),
+        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((served_cond::clock(c), at))) })),
         Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) }),
     }
 }
@@ -606,7 +607,7 @@ unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usiz
 unsafe extern "C-unwind" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
     match serving_cond(c, m) {
         Err(error) => error,
-        Ok(true) => cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) }),
+        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) })),
         Ok(false) => {
             cond(c, m, pc, || unsafe { call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, m, clock, at) })
         }
@@ -632,7 +633,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
         if replace::algorithm().is_some() && served_cond::is_served(c) {
-            served_cond::signal(c);
+            keeping_errno(|| served_cond::signal(c));
             return 0;
         }
         call_real!(real::COND_SIGNAL, fn(Cond) -> c_int, c)
@@ -645,7 +646,7 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
         if replace::algorithm().is_some() && served_cond::is_served(c) {
-            served_cond::broadcast(c);
+            keeping_errno(|| served_cond::broadcast(c));
             return 0;
         }
         call_real!(real::COND_BROADCAST, fn(Cond) -> c_int, c)
@@ -656,6 +657,8 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
     let result = if replace::algorithm().is_some() && served_cond::is_served(c) {
+        // SAFETY: a served condvar.
+        unsafe { served_cond::destroy(c) };
         0
     } else {
         unsafe { call_real!(real::COND_DESTROY, fn(Cond) -> c_int, c) }

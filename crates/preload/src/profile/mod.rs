@@ -122,6 +122,10 @@ struct BlockGuard(*const ThreadBlock, u64);
 
 impl Drop for BlockGuard {
     fn drop(&mut self) {
+        // Forget the block first: locks taken later in this thread's exit
+        // (pthread key destructors run after thread-locals) must not write
+        // into a block another thread may claim; they claim one of their own.
+        let _ = BLOCK.try_with(|b| b.set(BlockCache { epoch: 0, block: std::ptr::null() }));
         if let Some(profiler) = active() {
             if profiler.epoch == self.1 {
                 // SAFETY: blocks are never freed.

@@ -103,29 +103,72 @@ impl<F: FnMut()> Drop for Reacquire<F> {
 ///
 /// # Safety
 /// As [`served`]; the caller holds the mutex.
-pub unsafe fn wait(c: *mut libc::pthread_cond_t, release: impl FnOnce(), reacquire: impl FnMut(), deadline: Option<Instant>) -> libc::c_int {
+pub unsafe fn wait(
+    c: *mut libc::pthread_cond_t,
+    release: impl FnOnce() -> libc::c_int,
+    mut reacquire: impl FnMut() -> libc::c_int,
+    deadline: Option<Instant>,
+) -> libc::c_int {
     // SAFETY: forwarded contract.
     let condvar = &unsafe { served(c) }.condvar;
-    let guard = Reacquire(reacquire);
+    let released = std::cell::Cell::new(0);
+    let relocked = std::cell::Cell::new(0);
+    let guard = Reacquire(|| {
+        // A mutex that could not be released is still held: no re-lock.
+        if released.get() == 0 {
+            relocked.set(reacquire());
+        }
+    });
     let previous = std::cell::Cell::new(0);
     let outcome = condvar.wait_with(
         || {
-            release();
+            let result = release();
+            released.set(result);
+            if result != 0 {
+                // The wait must not block: end it at once (every waiter may
+                // wake spuriously, which POSIX allows).
+                condvar.notify_all();
+                return;
+            }
             let mut old = 0;
             // SAFETY: changes this thread's cancellation type.
             unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut old) };
             previous.set(old);
         },
         || {
-            // SAFETY: restores it.
-            unsafe { pthread_setcanceltype(previous.get(), std::ptr::null_mut()) };
+            if released.get() == 0 {
+                // SAFETY: restores it.
+                unsafe { pthread_setcanceltype(previous.get(), std::ptr::null_mut()) };
+            }
         },
         deadline,
     );
     drop(guard);
+    if released.get() != 0 {
+        return released.get();
+    }
+    // A robust mutex whose owner died while we waited: EOWNERDEAD, with
+    // the mutex held, as from pthread_mutex_lock.
+    if relocked.get() != 0 {
+        return relocked.get();
+    }
     match outcome {
         WaitResult::Notified => 0,
         WaitResult::TimedOut => libc::ETIMEDOUT,
+    }
+}
+
+/// `pthread_cond_destroy`: returns once every woken waiter has left the
+/// condvar (POSIX allows destroying it, and freeing its memory, right
+/// after a broadcast), as glibc does.
+///
+/// # Safety
+/// As [`served`].
+pub unsafe fn destroy(c: *mut libc::pthread_cond_t) {
+    // SAFETY: forwarded contract.
+    let condvar = &unsafe { served(c) }.condvar;
+    while condvar.has_waiters() {
+        std::thread::yield_now();
     }
 }
 

@@ -33,18 +33,21 @@ pub struct Served {
 /// in the child, then works for every algorithm, and so does a lock a
 /// vanished thread held).
 static FORK_EPOCH: AtomicU32 = AtomicU32::new(0);
-/// An epoch value meaning "being reset by another thread".
-const RESETTING: u32 = u32::MAX;
+/// Flag on an epoch value: "being reset towards this epoch by a thread".
+/// If that thread is gone (a fork caught it mid-reset), a thread of a
+/// later epoch takes the reset over.
+const RESETTING: u32 = 1 << 31;
 
 /// In the child after `fork`: a new generation.
 pub extern "C" fn forked() {
-    FORK_EPOCH.fetch_add(1, Relaxed);
+    let next = (FORK_EPOCH.load(Relaxed) + 1) & !RESETTING;
+    FORK_EPOCH.store(next, Relaxed);
 }
 
 /// Brings `m` into the current generation.
 #[inline(always)]
 fn current(m: &Served) -> &Served {
-    let epoch = FORK_EPOCH.load(Relaxed);
+    let epoch = FORK_EPOCH.load(Relaxed) & !RESETTING;
     if m.epoch.load(Acquire) != epoch {
         refresh(m, epoch);
     }
@@ -58,11 +61,12 @@ fn refresh(m: &Served, epoch: u32) {
         if seen == epoch {
             return;
         }
-        if seen == RESETTING {
+        if seen == RESETTING | epoch {
+            // Another thread of this process is resetting it.
             std::hint::spin_loop();
             continue;
         }
-        if m.epoch.compare_exchange(seen, RESETTING, Acquire, Relaxed).is_ok() {
+        if m.epoch.compare_exchange(seen, RESETTING | epoch, Acquire, Relaxed).is_ok() {
             for word in &m.state {
                 word.store(0, Relaxed);
             }
@@ -239,12 +243,14 @@ pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> l
     0
 }
 
-/// The monotonic instant at which `clock` reaches `at`; EINVAL for a bad
-/// timespec or clock.
+/// The monotonic instant at which `clock` reaches `at` (`None`: too far to
+/// represent, i.e. never); EINVAL for a bad timespec or clock. A
+/// CLOCK_REALTIME deadline is converted once, at the call: a later jump of
+/// the wall clock does not move it.
 ///
 /// # Safety
 /// `at` is null or points to a timespec.
-pub unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<Instant, libc::c_int> {
+pub unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<Option<Instant>, libc::c_int> {
     if at.is_null() {
         return Err(libc::EINVAL);
     }
@@ -258,8 +264,8 @@ pub unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Res
     unsafe { libc::clock_gettime(clock, &mut now) };
     let target = at.tv_sec as i128 * 1_000_000_000 + at.tv_nsec as i128;
     let current = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
-    let remaining = (target - current).max(0) as u64;
-    Ok(Instant::now() + Duration::from_nanos(remaining))
+    let remaining = (target - current).clamp(0, i128::from(u64::MAX)) as u64;
+    Ok(Instant::now().checked_add(Duration::from_nanos(remaining)))
 }
 
 /// `pthread_mutex_timedlock` / `clocklock`.
@@ -283,7 +289,13 @@ pub unsafe fn lock_until<R: Recorder>(
     }
     // SAFETY: forwarded contract (the program's timespec).
     let deadline = match unsafe { deadline(clock, at) } {
-        Ok(deadline) => deadline,
+        Ok(Some(deadline)) => deadline,
+        Ok(None) => {
+            // Further away than the clock can count: wait for the lock.
+            with_lock!(algorithm, served_mutex, R, l => l.lock());
+            now_owned(served_mutex);
+            return 0;
+        }
         Err(error) => return error,
     };
     let acquired = match algorithm {
@@ -352,7 +364,9 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
         // with glibc; keep it harmless.
         return 0;
     }
-    // SAFETY: the lock is held; a normal mutex may be unlocked by any thread.
+    // SAFETY: the lock is held. (Unlocking a normal mutex from another
+    // thread is undefined in POSIX; glibc allows it, and so does every
+    // algorithm but `pi`, whose kernel refuses it: the lock stays held.)
     with_lock!(algorithm, m, NoStats, l => l.unlock());
     0
 }
@@ -441,7 +455,7 @@ pub unsafe fn init(m: *mut libc::pthread_mutex_t, kind: u32) {
         std::ptr::write_bytes(m.cast::<u8>(), 0, std::mem::size_of::<Served>());
         let fresh = &*m.cast::<Served>();
         fresh.kind.store(kind, Relaxed);
-        fresh.epoch.store(FORK_EPOCH.load(Relaxed), Release);
+        fresh.epoch.store(FORK_EPOCH.load(Relaxed) & !RESETTING, Release);
     }
 }
 
