@@ -1,20 +1,35 @@
 //! `spin`: test-and-test-and-set with exponential backoff, never sleeping.
 //!
-//! Lock word: 0 unlocked, 1 locked. Waiters read the word until it looks
-//! free (no cache-line ping-pong while it is held), then try one CAS; after
-//! each failure they wait twice as long (up to 2^10 pause instructions).
+//! Lock word: bit 0 locked, the bits above it the number of *hungry*
+//! waiters. Waiters read the word until it looks free (no cache-line
+//! ping-pong while it is held), then try one CAS; after each failure they
+//! wait twice as long (up to 2^10 pause instructions).
+//!
+//! Starvation bound: a plain test-and-set lets the thread that just
+//! released take the lock again before a backed-off waiter looks, and
+//! `lockmeter torture` saw a writer get nothing for 5 s. A waiter that has
+//! waited `HUNGRY_AFTER_NS` declares itself hungry; while anyone is hungry
+//! only hungry waiters may take the lock, and they yield their CPU between
+//! attempts (still never sleeping in the kernel), so the holder they wait
+//! for can run when threads outnumber cores.
 //!
 //! The reference of what collapses: when threads outnumber cores, a waiter
 //! burns its whole time slice while the owner it waits for is preempted
 //! (seed 003's "performance falls off a cliff"). Pick it only for critical
 //! sections of a few instructions on threads that are never oversubscribed.
 
+use crate::clock::{self, SpinBudget};
 use crate::record::{self, AcquireKind, NoStats, Recorder};
 use crate::sync::{spin_hint, AtomicU32, Ordering};
 use std::time::Instant;
 
 /// Backoff doubles up to 2^MAX_BACKOFF_SHIFT pauses between attempts.
 const MAX_BACKOFF_SHIFT: u32 = 10;
+const LOCKED: u32 = 1;
+/// One hungry waiter, counted above the lock bit.
+const HUNGRY_ONE: u32 = 2;
+/// A waiter turns hungry after waiting this long.
+const HUNGRY_AFTER_NS: u64 = 1_000_000;
 
 /// The raw `spin` lock.
 #[repr(C)]
@@ -70,23 +85,40 @@ impl<R: Recorder> RawSpin<R> {
     #[cold]
     fn lock_contended(&self, deadline: Option<Instant>) -> bool {
         let start = record::wait_start::<R>();
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(HUNGRY_AFTER_NS));
+        let mut hungry = false;
         let mut shift = 0;
         loop {
-            // Test: read until it looks free, backing off.
-            while self.word.load(Ordering::Relaxed) != 0 {
+            let word = self.word.load(Ordering::Relaxed);
+            // A well-fed waiter defers to hungry ones; a hungry one only
+            // needs the lock bit clear.
+            let free = if hungry { word & LOCKED == 0 } else { word == 0 };
+            if free {
+                let taken = if hungry { (word | LOCKED) - HUNGRY_ONE } else { LOCKED };
+                if self.word.compare_exchange(word, taken, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    self.recorder.acquired(AcquireKind::Spin, record::waited::<R>(start));
+                    return true;
+                }
+                continue;
+            }
+            if hungry {
+                std::thread::yield_now();
+            } else {
                 for _ in 0..(1u32 << shift) {
                     spin_hint();
                 }
                 shift = (shift + 1).min(MAX_BACKOFF_SHIFT);
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    self.recorder.timed_out(record::waited::<R>(start));
-                    return false;
+                if budget.exhausted() {
+                    self.word.fetch_add(HUNGRY_ONE, Ordering::Relaxed);
+                    hungry = true;
                 }
             }
-            // Test-and-set.
-            if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                self.recorder.acquired(AcquireKind::Spin, record::waited::<R>(start));
-                return true;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                if hungry {
+                    self.word.fetch_sub(HUNGRY_ONE, Ordering::Relaxed);
+                }
+                self.recorder.timed_out(record::waited::<R>(start));
+                return false;
             }
         }
     }
@@ -98,12 +130,15 @@ impl<R: Recorder> RawSpin<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        self.word.store(0, Ordering::Release);
+        // Keep the hungry count: clear the lock bit alone.
+        if self.word.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            self.word.fetch_and(!LOCKED, Ordering::Release);
+        }
     }
 
     /// Whether the lock is held.
     pub fn is_locked(&self) -> bool {
-        self.word.load(Ordering::Relaxed) != 0
+        self.word.load(Ordering::Relaxed) & LOCKED != 0
     }
 }
 
@@ -115,7 +150,8 @@ impl<R: Recorder> Default for RawSpin<R> {
 }
 
 #[cfg(not(loom))]
-// SAFETY: acquire CAS 0 -> 1, release store of 0.
+// SAFETY: acquisition by an acquire CAS that sets the lock bit, release by
+// a release RMW that clears it.
 unsafe impl<R: Recorder> lock_api::RawMutex for RawSpin<R> {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
