@@ -190,6 +190,78 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
+/// A blocking exclusive acquisition hook: glibc's `$try` first, then its
+/// blocking `$block` with the remaining arguments.
+macro_rules! exclusive_hook {
+    ($name:ident($lock:ident: $ty:ty $(, $arg:ident: $arg_ty:ty)*), $kind:expr, $try:path, $block:path) => {
+        unsafe extern "C" fn $name($lock: $ty, $($arg: $arg_ty,)* pc: usize) -> c_int {
+            // SAFETY: the program's own arguments, passed unchanged to
+            // glibc's functions of the same signatures.
+            unsafe {
+                exclusive(
+                    $kind,
+                    $lock as usize,
+                    pc,
+                    || call_real!($try, fn($ty) -> c_int, $lock),
+                    || call_real!($block, fn($ty $(, $arg_ty)*) -> c_int, $lock $(, $arg)*),
+                )
+            }
+        }
+    };
+}
+
+/// A blocking shared acquisition hook (rwlock read, semaphore), as
+/// [`exclusive_hook`], with `$outcome` reading the return values.
+macro_rules! shared_hook {
+    ($name:ident($lock:ident: $ty:ty $(, $arg:ident: $arg_ty:ty)*), $kind:expr, $try:path, $block:path, $outcome:expr) => {
+        unsafe extern "C" fn $name($lock: $ty, $($arg: $arg_ty,)* pc: usize) -> c_int {
+            // SAFETY: as in `exclusive_hook`.
+            unsafe {
+                shared(
+                    $kind,
+                    $lock as usize,
+                    pc,
+                    || call_real!($try, fn($ty) -> c_int, $lock),
+                    || call_real!($block, fn($ty $(, $arg_ty)*) -> c_int, $lock $(, $arg)*),
+                    $outcome,
+                )
+            }
+        }
+    };
+}
+
+/// An init hook: glibc's `$real`, then (on success) the lock's first
+/// site is this call, and an earlier lock at the address is retired.
+macro_rules! init_hook {
+    ($name:ident($lock:ident: $ty:ty $(, $arg:ident: $arg_ty:ty)*), $kind:expr, $real:path) => {
+        unsafe extern "C" fn $name($lock: $ty, $($arg: $arg_ty,)* pc: usize) -> c_int {
+            // SAFETY: the program's own arguments, passed unchanged.
+            let result = unsafe { call_real!($real, fn($ty $(, $arg_ty)*) -> c_int, $lock $(, $arg)*) };
+            if let (0, Some(profiler)) = (result, active()) {
+                profiler.initialised($kind, $lock as usize, pc);
+            }
+            result
+        }
+    };
+}
+
+/// An exported destroy hook: glibc's `$real`, then (on success) a new
+/// generation starts at that address.
+macro_rules! destroy_hook {
+    ($name:ident($lock:ident: $ty:ty), $real:path) => {
+        /// Exported: destroys, then starts a new generation at that address.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($lock: $ty) -> c_int {
+            // SAFETY: the program's own argument, passed unchanged.
+            let result = unsafe { call_real!($real, fn($ty) -> c_int, $lock) };
+            if let (0, Some(profiler)) = (result, active()) {
+                profiler.retire($lock as usize);
+            }
+            result
+        }
+    };
+}
+
 // Mutexes.
 
 /// The algorithm serving `m`, if replace mode serves it.
@@ -341,18 +413,20 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
 
 // Reader-writer locks.
 
-unsafe extern "C" fn rwlock_rdlock(l: Rwlock, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_RDLOCK, fn(Rwlock) -> c_int, l),
-            pthread_outcome,
-        )
-    }
-}
+shared_hook!(rwlock_rdlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_RDLOCK, pthread_outcome);
+shared_hook!(rwlock_timedrdlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_TIMEDRDLOCK, pthread_outcome);
+shared_hook!(
+    rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time),
+    Kind::Rwlock,
+    real::RWLOCK_TRYRDLOCK,
+    real::RWLOCK_CLOCKRDLOCK,
+    pthread_outcome
+);
+exclusive_hook!(rwlock_wrlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_WRLOCK);
+exclusive_hook!(rwlock_timedwrlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_TIMEDWRLOCK);
+exclusive_hook!(rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_CLOCKWRLOCK);
+init_hook!(rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t), Kind::Rwlock, real::RWLOCK_INIT);
+destroy_hook!(pthread_rwlock_destroy(l: Rwlock), real::RWLOCK_DESTROY);
 
 unsafe extern "C" fn rwlock_tryrdlock(l: Rwlock, pc: usize) -> c_int {
     let result = unsafe { call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l) };
@@ -366,70 +440,8 @@ unsafe extern "C" fn rwlock_tryrdlock(l: Rwlock, pc: usize) -> c_int {
     result
 }
 
-unsafe extern "C" fn rwlock_timedrdlock(l: Rwlock, at: Time, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_TIMEDRDLOCK, fn(Rwlock, Time) -> c_int, l, at),
-            pthread_outcome,
-        )
-    }
-}
-
-unsafe extern "C" fn rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYRDLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_CLOCKRDLOCK, fn(Rwlock, clockid_t, Time) -> c_int, l, clock, at),
-            pthread_outcome,
-        )
-    }
-}
-
-unsafe extern "C" fn rwlock_wrlock(l: Rwlock, pc: usize) -> c_int {
-    unsafe {
-        exclusive(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_WRLOCK, fn(Rwlock) -> c_int, l),
-        )
-    }
-}
-
 unsafe extern "C" fn rwlock_trywrlock(l: Rwlock, pc: usize) -> c_int {
     unsafe { exclusive_try(Kind::Rwlock, l as usize, pc, || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l)) }
-}
-
-unsafe extern "C" fn rwlock_timedwrlock(l: Rwlock, at: Time, pc: usize) -> c_int {
-    unsafe {
-        exclusive(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_TIMEDWRLOCK, fn(Rwlock, Time) -> c_int, l, at),
-        )
-    }
-}
-
-unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    unsafe {
-        exclusive(
-            Kind::Rwlock,
-            l as usize,
-            pc,
-            || call_real!(real::RWLOCK_TRYWRLOCK, fn(Rwlock) -> c_int, l),
-            || call_real!(real::RWLOCK_CLOCKWRLOCK, fn(Rwlock, clockid_t, Time) -> c_int, l, clock, at),
-        )
-    }
 }
 
 /// Exported: ends the write hold (if this thread is the writer) or one
@@ -443,38 +455,12 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: Rwlock) -> c_int {
     result
 }
 
-unsafe extern "C" fn rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t, pc: usize) -> c_int {
-    let result = unsafe { call_real!(real::RWLOCK_INIT, fn(Rwlock, *const libc::pthread_rwlockattr_t) -> c_int, l, attr) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.initialised(Kind::Rwlock, l as usize, pc);
-    }
-    result
-}
-
-/// Exported: destroys, then starts a new generation at that address.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_destroy(l: Rwlock) -> c_int {
-    let result = unsafe { call_real!(real::RWLOCK_DESTROY, fn(Rwlock) -> c_int, l) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.retire(l as usize);
-    }
-    result
-}
-
 // Spinlocks: every wait spins (glibc's spinlock never sleeps), so SPIN is
 // known and SLEEP is 0.
 
-unsafe extern "C" fn spin_lock(l: Spin, pc: usize) -> c_int {
-    unsafe {
-        exclusive(
-            Kind::Spin,
-            l as usize,
-            pc,
-            || call_real!(real::SPIN_TRYLOCK, fn(Spin) -> c_int, l),
-            || call_real!(real::SPIN_LOCK, fn(Spin) -> c_int, l),
-        )
-    }
-}
+exclusive_hook!(spin_lock(l: Spin), Kind::Spin, real::SPIN_TRYLOCK, real::SPIN_LOCK);
+init_hook!(spin_init(l: Spin, pshared: c_int), Kind::Spin, real::SPIN_INIT);
+destroy_hook!(pthread_spin_destroy(l: Spin), real::SPIN_DESTROY);
 
 unsafe extern "C" fn spin_trylock(l: Spin, pc: usize) -> c_int {
     unsafe { exclusive_try(Kind::Spin, l as usize, pc, || call_real!(real::SPIN_TRYLOCK, fn(Spin) -> c_int, l)) }
@@ -487,24 +473,6 @@ pub unsafe extern "C" fn pthread_spin_unlock(l: Spin) -> c_int {
     let release = profiler.releasing_exclusive(Kind::Spin, l as usize);
     let result = unsafe { call_real!(real::SPIN_UNLOCK, fn(Spin) -> c_int, l) };
     profiler.released(release);
-    result
-}
-
-unsafe extern "C" fn spin_init(l: Spin, pshared: c_int, pc: usize) -> c_int {
-    let result = unsafe { call_real!(real::SPIN_INIT, fn(Spin, c_int) -> c_int, l, pshared) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.initialised(Kind::Spin, l as usize, pc);
-    }
-    result
-}
-
-/// Exported: destroys, then starts a new generation at that address.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_destroy(l: Spin) -> c_int {
-    let result = unsafe { call_real!(real::SPIN_DESTROY, fn(Spin) -> c_int, l) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.retire(l as usize);
-    }
     result
 }
 
@@ -671,18 +639,11 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
 
 // Semaphores.
 
-unsafe extern "C" fn sem_wait_impl(s: Sem, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Sem,
-            s as usize,
-            pc,
-            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
-            || call_real!(real::SEM_WAIT, fn(Sem) -> c_int, s),
-            sem_outcome,
-        )
-    }
-}
+shared_hook!(sem_wait_impl(s: Sem), Kind::Sem, real::SEM_TRYWAIT, real::SEM_WAIT, sem_outcome);
+shared_hook!(sem_timedwait_impl(s: Sem, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_TIMEDWAIT, sem_outcome);
+shared_hook!(sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_CLOCKWAIT, sem_outcome);
+init_hook!(sem_init_impl(s: Sem, pshared: c_int, value: libc::c_uint), Kind::Sem, real::SEM_INIT);
+destroy_hook!(sem_destroy(s: Sem), real::SEM_DESTROY);
 
 unsafe extern "C" fn sem_trywait_impl(s: Sem, pc: usize) -> c_int {
     let result = unsafe { call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s) };
@@ -694,50 +655,6 @@ unsafe extern "C" fn sem_trywait_impl(s: Sem, pc: usize) -> c_int {
             _ => {}
         }
         set_errno(errno);
-    }
-    result
-}
-
-unsafe extern "C" fn sem_timedwait_impl(s: Sem, at: Time, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Sem,
-            s as usize,
-            pc,
-            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
-            || call_real!(real::SEM_TIMEDWAIT, fn(Sem, Time) -> c_int, s, at),
-            sem_outcome,
-        )
-    }
-}
-
-unsafe extern "C" fn sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    unsafe {
-        shared(
-            Kind::Sem,
-            s as usize,
-            pc,
-            || call_real!(real::SEM_TRYWAIT, fn(Sem) -> c_int, s),
-            || call_real!(real::SEM_CLOCKWAIT, fn(Sem, clockid_t, Time) -> c_int, s, clock, at),
-            sem_outcome,
-        )
-    }
-}
-
-unsafe extern "C" fn sem_init_impl(s: Sem, pshared: c_int, value: libc::c_uint, pc: usize) -> c_int {
-    let result = unsafe { call_real!(real::SEM_INIT, fn(Sem, c_int, libc::c_uint) -> c_int, s, pshared, value) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.initialised(Kind::Sem, s as usize, pc);
-    }
-    result
-}
-
-/// Exported: destroys, then starts a new generation at that address.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sem_destroy(s: Sem) -> c_int {
-    let result = unsafe { call_real!(real::SEM_DESTROY, fn(Sem) -> c_int, s) };
-    if let (0, Some(profiler)) = (result, active()) {
-        profiler.retire(s as usize);
     }
     result
 }
