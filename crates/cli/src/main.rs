@@ -189,6 +189,10 @@ enum Command {
         /// Hide locks that waited less than this in total, e.g. 1ms.
         #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
         min_wait: std::time::Duration,
+        /// Fold locks of the same name (a lock array, one lock per object
+        /// made at one place) into one row, counters and sites summed.
+        #[arg(long)]
+        merge: bool,
         /// Also report every DUR while CMD runs (for long-running servers).
         #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
         interval: Option<std::time::Duration>,
@@ -289,6 +293,10 @@ enum Command {
         /// Hide locks that waited less than this in total, e.g. 1ms.
         #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
         min_wait: std::time::Duration,
+        /// Fold locks of the same name (a lock array, one lock per object
+        /// made at one place) into one row, counters and sites summed.
+        #[arg(long)]
+        merge: bool,
     },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
@@ -396,12 +404,12 @@ fn main() -> ExitCode {
             threads.map(|t| t as usize),
             locks.as_deref(),
         ),
-        Command::Run { output, format, lock, frames, sort, min_wait, interval, command } => {
+        Command::Run { output, format, lock, frames, sort, min_wait, merge, interval, command } => {
             let options = run::RunOptions {
                 command,
                 lock,
                 output,
-                rendering: run::Rendering { format, sort, min_wait },
+                rendering: run::Rendering { format, merge, sort, min_wait },
                 frames: frames as usize,
                 interval,
             };
@@ -444,8 +452,8 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Report { file, format, output, sort, min_wait } => {
-            return match run::report(&file, &run::Rendering { format, sort, min_wait }, output.as_deref()) {
+        Command::Report { file, format, output, sort, min_wait, merge } => {
+            return match run::report(&file, &run::Rendering { format, merge, sort, min_wait }, output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     eprintln!("lockmeter: error: {}", failure.message);

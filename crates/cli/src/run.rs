@@ -36,12 +36,21 @@ impl Format {
 /// How to show profiles.
 pub struct Rendering {
     pub format: Format,
+    /// Fold locks of the same name into one row.
+    pub merge: bool,
     pub sort: SortKey,
     pub min_wait: Duration,
 }
 
 /// The profile in the chosen format.
 pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, String> {
+    let merged;
+    let profile = if rendering.merge {
+        merged = profile.merged_by_name();
+        &merged
+    } else {
+        profile
+    };
     Ok(match rendering.format {
         Format::Table => {
             let options = TableOptions { sort: rendering.sort, min_wait_ns: rendering.min_wait.as_nanos() as u64, ..TableOptions::default() };

@@ -290,6 +290,21 @@ fn kyoto_cabinet_cache_test_is_profiled_with_its_mutexes_and_rwlocks() {
     assert!(mutex >= 80_000 && rwlock >= 80_000, "mutex {mutex}, rwlock {rwlock}");
     assert!(profile.locks.iter().any(|l| l.name.contains("kyotocabinet::") && l.counters.contended > 0), "contended kyotocabinet locks");
     assert_eq!(profile.health.dropped, 0);
+
+    // --merge folds its slot mutexes (one name, one init site) into one row.
+    let output = lockmeter().arg("report").arg(dir.join("p.json")).args(["--merge", "--format", "json"]).output().unwrap();
+    assert!(output.status.success());
+    let merged = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "merged").unwrap();
+    let slots: Vec<&LockProfile> = profile.locks.iter().filter(|l| l.name.starts_with("heap@kyotocabinet::Mutex::Mutex()")).collect();
+    assert!(slots.len() > 1, "several slot mutexes");
+    let row = merged.locks.iter().find(|l| l.name.ends_with(&format!("[{} locks]", slots.len()))).expect("one merged row");
+    assert_eq!(row.counters.acquisitions, slots.iter().map(|l| l.counters.acquisitions).sum::<u64>());
+    assert_eq!(row.counters.contended, slots.iter().map(|l| l.counters.contended).sum::<u64>());
+    assert_eq!(
+        row.sites.iter().filter(|s| s.role == Role::Holder).map(|s| s.counters.acquisitions).sum::<u64>(),
+        row.counters.acquisitions,
+        "the holder sites account for every acquisition"
+    );
 }
 
 #[test]

@@ -312,6 +312,55 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// The profile with locks of the same name and kind folded into one
+    /// row each (a lock array, or one lock per object made at one place):
+    /// counters, histograms and call sites summed, the name suffixed with
+    /// how many locks it stands for.
+    pub fn merged_by_name(&self) -> Profile {
+        let mut merged: Vec<(LockProfile, usize)> = Vec::new();
+        for lock in &self.locks {
+            match merged.iter_mut().find(|(m, _)| m.name == lock.name && m.kind == lock.kind) {
+                None => merged.push((lock.clone(), 1)),
+                Some((into, count)) => {
+                    *count += 1;
+                    into.counters.merge(&lock.counters);
+                    into.cond_reacquire += lock.cond_reacquire;
+                    into.util_pct += lock.util_pct;
+                    if into.hist_wait_log2_cycles.len() < lock.hist_wait_log2_cycles.len() {
+                        into.hist_wait_log2_cycles.resize(lock.hist_wait_log2_cycles.len(), 0);
+                    }
+                    for (bin, count) in into.hist_wait_log2_cycles.iter_mut().zip(&lock.hist_wait_log2_cycles) {
+                        *bin += count;
+                    }
+                    for (side, other) in [(&mut into.read, &lock.read), (&mut into.write, &lock.write)] {
+                        if let (Some(side), Some(other)) = (side.as_mut(), other) {
+                            side.merge(other);
+                        }
+                    }
+                    for site in &lock.sites {
+                        match into.sites.iter_mut().find(|s| s.site == site.site && s.role == site.role) {
+                            Some(same) => same.counters.merge(&site.counters),
+                            None => into.sites.push(site.clone()),
+                        }
+                    }
+                    into.stacks.extend(lock.stacks.iter().cloned());
+                }
+            }
+        }
+        let locks = merged
+            .into_iter()
+            .map(|(mut lock, count)| {
+                if count > 1 {
+                    lock.name = format!("{} [{count} locks]", lock.name);
+                }
+                lock
+            })
+            .collect();
+        Profile { locks, ..self.clone() }
+    }
+}
+
 /// `std::io::Error` without its "(os error N)" tail.
 pub fn io_reason(e: &std::io::Error) -> String {
     let text = e.to_string();

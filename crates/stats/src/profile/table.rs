@@ -90,7 +90,10 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
 fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: &TableOptions) {
     let generation = if lock.generation > 0 { format!(" #{}", lock.generation + 1) } else { String::new() };
     let name = format!("{}{generation} ({})", lock.name, lock.kind.name());
-    out.push_str(&render_line(&columns(&lock.counters, duration_ns, lock.kind != Kind::Sem && lock.kind != Kind::Cond), &name, 0));
+    // UTIL is the profile's own (for an rwlock, the write side's: read
+    // holds overlap, and their sum can exceed the run).
+    let lock_columns = Columns { util_pct: lock.util_pct, ..columns(&lock.counters, duration_ns, false) };
+    out.push_str(&render_line(&lock_columns, &name, 0));
     out.push('\n');
     for (label, side) in [("read", &lock.read), ("write", &lock.write)] {
         if let Some(side) = side {
