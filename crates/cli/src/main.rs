@@ -170,9 +170,8 @@ enum Command {
         /// tree: FILE with their pid before the extension).
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<std::path::PathBuf>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: run::Format,
+        #[command(flatten)]
+        rendering: RenderArgs,
         /// Serve CMD's pthread mutexes and condvars with this algorithm
         /// (adaptive, futex, futex-tid, pi, ticket, mcs, spin): every mutex type
         /// keeps its POSIX behaviour; robust, PI, priority-protect and
@@ -183,16 +182,6 @@ enum Command {
         /// Capture up to N frames of the stack of each contended acquisition.
         #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32))]
         frames: u64,
-        /// Order of locks: wait, hold, contended or acquisitions.
-        #[arg(long, default_value = "wait", value_parser = sort_key)]
-        sort: lockmeter_stats::profile::SortKey,
-        /// Hide locks that waited less than this in total, e.g. 1ms.
-        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
-        min_wait: std::time::Duration,
-        /// Fold locks of the same name (a lock array, one lock per object
-        /// made at one place) into one row, counters and sites summed.
-        #[arg(long)]
-        merge: bool,
         /// Also report every DUR while CMD runs (for long-running servers).
         #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
         interval: Option<std::time::Duration>,
@@ -281,25 +270,38 @@ enum Command {
     Report {
         /// The profile (JSON).
         file: std::path::PathBuf,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: run::Format,
+        #[command(flatten)]
+        rendering: RenderArgs,
         /// Write here instead of stdout.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<std::path::PathBuf>,
-        /// Order of locks: wait, hold, contended or acquisitions.
-        #[arg(long, default_value = "wait", value_parser = sort_key)]
-        sort: lockmeter_stats::profile::SortKey,
-        /// Hide locks that waited less than this in total, e.g. 1ms.
-        #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
-        min_wait: std::time::Duration,
-        /// Fold locks of the same name (a lock array, one lock per object
-        /// made at one place) into one row, counters and sites summed.
-        #[arg(long)]
-        merge: bool,
     },
     /// List the lock algorithms, with when to pick each.
     Algorithms,
+}
+
+/// How a profile is shown (`run` and `report`).
+#[derive(clap::Args)]
+struct RenderArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: run::Format,
+    /// Order of locks: wait, hold, contended or acquisitions.
+    #[arg(long, default_value = "wait", value_parser = sort_key)]
+    sort: lockmeter_stats::profile::SortKey,
+    /// Hide locks that waited less than this in total, e.g. 1ms.
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
+    min_wait: std::time::Duration,
+    /// Fold locks of the same name (a lock array, one lock per object
+    /// made at one place) into one row, counters and sites summed.
+    #[arg(long)]
+    merge: bool,
+}
+
+impl RenderArgs {
+    fn rendering(self) -> run::Rendering {
+        run::Rendering { format: self.format, merge: self.merge, sort: self.sort, min_wait: self.min_wait }
+    }
 }
 
 /// Output of `torture`.
@@ -404,12 +406,12 @@ fn main() -> ExitCode {
             threads.map(|t| t as usize),
             locks.as_deref(),
         ),
-        Command::Run { output, format, lock, frames, sort, min_wait, merge, interval, command } => {
+        Command::Run { output, rendering, lock, frames, interval, command } => {
             let options = run::RunOptions {
                 command,
                 lock,
                 output,
-                rendering: run::Rendering { format, merge, sort, min_wait },
+                rendering: rendering.rendering(),
                 frames: frames as usize,
                 interval,
             };
@@ -452,8 +454,8 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Report { file, format, output, sort, min_wait, merge } => {
-            return match run::report(&file, &run::Rendering { format, merge, sort, min_wait }, output.as_deref()) {
+        Command::Report { file, rendering, output } => {
+            return match run::report(&file, &rendering.rendering(), output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     eprintln!("lockmeter: error: {}", failure.message);
