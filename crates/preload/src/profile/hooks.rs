@@ -540,16 +540,19 @@ unsafe fn served_wait(c: Cond, m: Mutex, deadline: Option<(clockid_t, Time)>) ->
     }
 }
 
+/// Whether replace mode serves this condvar (else it is glibc's).
+#[inline(always)]
+fn serving_condvar(c: Cond) -> bool {
+    replace::algorithm().is_some() && served_cond::is_served(c)
+}
+
 /// Whether replace mode serves this condvar; EINVAL when it is glibc's but
 /// the mutex is served (glibc's wait cannot release a served mutex).
 fn serving_cond(c: Cond, m: Mutex) -> Result<bool, c_int> {
-    if replace::algorithm().is_none() {
-        return Ok(false);
-    }
-    if served_cond::is_served(c) {
+    if serving_condvar(c) {
         return Ok(true);
     }
-    if served::is_served(m) {
+    if serving(m).is_some() {
         return Err(libc::EINVAL);
     }
     Ok(false)
@@ -600,7 +603,7 @@ pub unsafe extern "C" fn pthread_cond_init(c: Cond, attr: *const libc::pthread_c
 pub unsafe extern "C" fn pthread_cond_signal(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
-        if replace::algorithm().is_some() && served_cond::is_served(c) {
+        if serving_condvar(c) {
             keeping_errno(|| served_cond::signal(c));
             return 0;
         }
@@ -613,7 +616,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: Cond) -> c_int {
 pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
-        if replace::algorithm().is_some() && served_cond::is_served(c) {
+        if serving_condvar(c) {
             keeping_errno(|| served_cond::broadcast(c));
             return 0;
         }
@@ -624,7 +627,7 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
 /// Exported: destroys, then starts a new generation at that address.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
-    let result = if replace::algorithm().is_some() && served_cond::is_served(c) {
+    let result = if serving_condvar(c) {
         // SAFETY: a served condvar.
         unsafe { served_cond::destroy(c) };
         0
