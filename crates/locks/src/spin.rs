@@ -1,6 +1,6 @@
 //! `spin`: test-and-test-and-set with exponential backoff, never sleeping.
 //!
-//! Lock word: bit 0 locked, the bits above it the number of *hungry*
+//! Lock word: 0 unlocked, 1 locked; beside it, the number of *hungry*
 //! waiters. Waiters read the word until it looks free (no cache-line
 //! ping-pong while it is held), then try one CAS; after each failure they
 //! wait twice as long (up to 2^10 pause instructions).
@@ -9,9 +9,11 @@
 //! released take the lock again before a backed-off waiter looks, and
 //! `lockmeter torture` saw a writer get nothing for 5 s. A waiter that has
 //! waited `HUNGRY_AFTER_NS` declares itself hungry; while anyone is hungry
-//! only hungry waiters may take the lock, and they yield their CPU between
-//! attempts (still never sleeping in the kernel), so the holder they wait
-//! for can run when threads outnumber cores.
+//! only hungry waiters may take the lock, and they stop backing off. One
+//! hungry for `YIELD_AFTER_NS` also yields its CPU between attempts (still
+//! never sleeping in the kernel), so the holder it waits for can run when
+//! threads outnumber cores. The count lives in its own word so that the
+//! fast paths stay one CAS and one plain store.
 //!
 //! The reference of what collapses: when threads outnumber cores, a waiter
 //! burns its whole time slice while the owner it waits for is preempted
@@ -25,16 +27,16 @@ use std::time::Instant;
 
 /// Backoff doubles up to 2^MAX_BACKOFF_SHIFT pauses between attempts.
 const MAX_BACKOFF_SHIFT: u32 = 10;
-const LOCKED: u32 = 1;
-/// One hungry waiter, counted above the lock bit.
-const HUNGRY_ONE: u32 = 2;
 /// A waiter turns hungry after waiting this long.
 const HUNGRY_AFTER_NS: u64 = 1_000_000;
+/// A hungry waiter yields its CPU between attempts after waiting this long.
+const YIELD_AFTER_NS: u64 = 10_000_000;
 
 /// The raw `spin` lock.
 #[repr(C)]
 pub struct RawSpin<R: Recorder = NoStats> {
     word: AtomicU32,
+    hungry: AtomicU32,
     recorder: R,
 }
 
@@ -42,7 +44,7 @@ impl<R: Recorder> RawSpin<R> {
     crate::sync::const_unless_loom! {
         /// An unlocked lock.
         pub fn new() -> Self {
-            RawSpin { word: AtomicU32::new(0), recorder: R::INIT }
+            RawSpin { word: AtomicU32::new(0), hungry: AtomicU32::new(0), recorder: R::INIT }
         }
     }
 
@@ -54,7 +56,7 @@ impl<R: Recorder> RawSpin<R> {
     /// Acquires the lock, spinning until it is free.
     #[inline]
     pub fn lock(&self) {
-        if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        if self.may_barge() && self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             self.recorder.acquired(AcquireKind::NoWait, 0);
             return;
         }
@@ -64,7 +66,7 @@ impl<R: Recorder> RawSpin<R> {
     /// Acquires the lock if free.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let ok = self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        let ok = self.may_barge() && self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok();
         if ok {
             self.recorder.acquired(AcquireKind::NoWait, 0);
         } else {
@@ -75,11 +77,17 @@ impl<R: Recorder> RawSpin<R> {
 
     /// Acquires the lock unless `deadline` passes first.
     pub fn lock_until(&self, deadline: Instant) -> bool {
-        if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        if self.may_barge() && self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             self.recorder.acquired(AcquireKind::NoWait, 0);
             return true;
         }
         self.lock_contended(Some(deadline))
+    }
+
+    /// Whether a thread that is not hungry may take the lock: nobody is.
+    #[inline(always)]
+    fn may_barge(&self) -> bool {
+        self.hungry.load(Ordering::Relaxed) == 0
     }
 
     #[cold]
@@ -89,33 +97,34 @@ impl<R: Recorder> RawSpin<R> {
         let mut hungry = false;
         let mut shift = 0;
         loop {
-            let word = self.word.load(Ordering::Relaxed);
-            // A well-fed waiter defers to hungry ones; a hungry one only
-            // needs the lock bit clear.
-            let free = if hungry { word & LOCKED == 0 } else { word == 0 };
-            if free {
-                let taken = if hungry { (word | LOCKED) - HUNGRY_ONE } else { LOCKED };
-                if self.word.compare_exchange(word, taken, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    self.recorder.acquired(AcquireKind::Spin, record::waited::<R>(start));
-                    return true;
+            if (hungry || self.may_barge())
+                && self.word.load(Ordering::Relaxed) == 0
+                && self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                if hungry {
+                    self.hungry.fetch_sub(1, Ordering::Relaxed);
                 }
-                continue;
+                self.recorder.acquired(AcquireKind::Spin, record::waited::<R>(start));
+                return true;
             }
-            if hungry {
-                std::thread::yield_now();
-            } else {
+            if !hungry {
                 for _ in 0..(1u32 << shift) {
                     spin_hint();
                 }
                 shift = (shift + 1).min(MAX_BACKOFF_SHIFT);
                 if budget.exhausted() {
-                    self.word.fetch_add(HUNGRY_ONE, Ordering::Relaxed);
+                    self.hungry.fetch_add(1, Ordering::Relaxed);
                     hungry = true;
+                    budget = SpinBudget::new(clock::ns_to_cycles(YIELD_AFTER_NS));
                 }
+            } else if budget.exhausted() {
+                std::thread::yield_now();
+            } else {
+                spin_hint();
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 if hungry {
-                    self.word.fetch_sub(HUNGRY_ONE, Ordering::Relaxed);
+                    self.hungry.fetch_sub(1, Ordering::Relaxed);
                 }
                 self.recorder.timed_out(record::waited::<R>(start));
                 return false;
@@ -130,15 +139,12 @@ impl<R: Recorder> RawSpin<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        // Keep the hungry count: clear the lock bit alone.
-        if self.word.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
-            self.word.fetch_and(!LOCKED, Ordering::Release);
-        }
+        self.word.store(0, Ordering::Release);
     }
 
     /// Whether the lock is held.
     pub fn is_locked(&self) -> bool {
-        self.word.load(Ordering::Relaxed) & LOCKED != 0
+        self.word.load(Ordering::Relaxed) != 0
     }
 }
 
@@ -150,8 +156,7 @@ impl<R: Recorder> Default for RawSpin<R> {
 }
 
 #[cfg(not(loom))]
-// SAFETY: acquisition by an acquire CAS that sets the lock bit, release by
-// a release RMW that clears it.
+// SAFETY: acquire CAS 0 -> 1, release store of 0.
 unsafe impl<R: Recorder> lock_api::RawMutex for RawSpin<R> {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
