@@ -1,23 +1,22 @@
 #!/usr/bin/env bash
 # Builds lockmeter and runs every test: unit, integration, the C ABI test
-# (needs gcc) and the loom model tests.
+# (needs gcc), the on-CPU table's tests (they load a BPF program: as root;
+# they skip, saying so, otherwise) and the loom model tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc: the C tests compile C programs; DejaVu Sans: the plots' text;
-# pigz and kccachetest: real programs the profiler is tested on.
+# The build's own needs (gcc, clang, libbpf headers, libelf).
+bash scripts/setup.sh
+
+# DejaVu Sans: the plots' text; pigz and kccachetest: real programs the
+# profiler is tested on.
 missing=()
-command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 command -v pigz >/dev/null 2>&1 || missing+=(pigz)
 command -v kccachetest >/dev/null 2>&1 || missing+=(kyotocabinet-utils)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-if ! command -v cargo >/dev/null 2>&1; then
-    echo "test.sh: error: cargo not found; install a stable Rust toolchain (rustup or Debian's cargo)" >&2
-    exit 1
 fi
 
 echo "== build (the lockmeter binary and liblockmeter.so next to it, which the tests run)"

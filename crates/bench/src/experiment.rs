@@ -173,6 +173,10 @@ pub struct PointResult {
     pub spun: Option<u64>,
     /// Our locks: acquisitions that slept.
     pub slept: Option<u64>,
+    /// `adaptive`'s spins on a running owner, by the source that decided
+    /// each (on-CPU table, owner CPU clock, or none), and their mean length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spins_on_owner: Option<SpinsOnOwner>,
     /// Wait times (median run).
     pub wait_ns: WaitSummary,
     /// Fairness (median run).
@@ -198,6 +202,19 @@ pub struct Report {
     pub repeat: usize,
     /// One entry per point.
     pub points: Vec<PointResult>,
+}
+
+/// Spins on a running owner, by who decided them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SpinsOnOwner {
+    /// Spins whose verdict came from the on-CPU table.
+    pub decided_by_table: u64,
+    /// Spins whose verdict came from the owner's CPU clock.
+    pub decided_by_cpu_clock: u64,
+    /// Spins that ended before any source answered.
+    pub undecided: u64,
+    /// Mean length of a spin.
+    pub mean_ns: f64,
 }
 
 /// What one run measured.
@@ -250,6 +267,10 @@ impl Experiment {
     /// before any runs twice); `progress` is called before each run.
     pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {
         let points = self.points();
+        if points.iter().any(|p| p.lock.needs_table()) {
+            // Load it now: a missing privilege fails before any run.
+            crate::oncpu_table::use_table(true)?;
+        }
         let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
         for repeat in 0..self.repeat {
             for (i, point) in points.iter().enumerate() {
@@ -262,7 +283,10 @@ impl Experiment {
                     repeat + 1,
                     self.repeat
                 ));
-                runs[i].push(self.run_point(point, calibration)?);
+                crate::oncpu_table::use_table(point.lock.needs_table())?;
+                let run = self.run_point(point, calibration);
+                crate::oncpu_table::use_table(false)?;
+                runs[i].push(run?);
             }
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -555,6 +579,12 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
         contended: counts.map(|c| c.contended()),
         spun: counts.map(|c| c.spin),
         slept: counts.map(|c| c.sleep),
+        spins_on_owner: counts.filter(|c| c.spins.total() > 0).map(|c| SpinsOnOwner {
+            decided_by_table: c.spins.by_table,
+            decided_by_cpu_clock: c.spins.by_clock,
+            undecided: c.spins.undecided,
+            mean_ns: c.spins.cycles as f64 / clock::cycles_per_ns() / c.spins.total() as f64,
+        }),
         wait_ns: median_run.wait.clone(),
         per_thread_ops: PerThreadOps {
             min: median_run.per_thread.iter().copied().min().unwrap_or(0),

@@ -10,6 +10,7 @@
 
 pub mod experiment;
 mod locks;
+mod oncpu_table;
 pub mod plot;
 pub mod render;
 pub mod torture;

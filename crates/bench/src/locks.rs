@@ -63,6 +63,12 @@ pub enum LockKind {
     /// A bare test-and-set flag: the floor of a lock+unlock pair's cost
     /// (not a usable lock: it never sleeps and has no backoff).
     TasFloor,
+    /// `adaptive` asking the on-CPU table (a BPF program loaded for the
+    /// run; needs CAP_BPF and CAP_PERFMON, or root) whether its owner runs.
+    AdaptiveOnCpu {
+        /// What it records.
+        recording: Recording,
+    },
 }
 
 impl LockKind {
@@ -79,6 +85,7 @@ impl LockKind {
     pub fn recording(self, recording: Recording) -> LockKind {
         match self {
             LockKind::Ours { algorithm, .. } => LockKind::Ours { algorithm, recording },
+            LockKind::AdaptiveOnCpu { .. } => LockKind::AdaptiveOnCpu { recording },
             peer => peer,
         }
     }
@@ -93,21 +100,29 @@ impl LockKind {
             LockKind::Std => "std",
             LockKind::ParkingLot => "parking_lot",
             LockKind::TasFloor => "tas-floor",
+            LockKind::AdaptiveOnCpu { .. } => "adaptive-oncpu",
         }
+    }
+
+    /// Whether the lock needs the on-CPU table loaded while it runs.
+    pub fn needs_table(self) -> bool {
+        matches!(self, LockKind::AdaptiveOnCpu { .. })
     }
 
     /// The name for tables: the stable name, with "+stats" for one of ours
     /// that records statistics.
     pub fn label(self) -> String {
         match self {
-            LockKind::Ours { algorithm, recording: Recording::Full } => format!("{algorithm}+stats"),
+            LockKind::Ours { recording: Recording::Full, .. } | LockKind::AdaptiveOnCpu { recording: Recording::Full } => {
+                format!("{}+stats", self.name())
+            }
             other => other.name().to_string(),
         }
     }
 
     /// Whether this is one of our algorithms.
     pub fn is_ours(self) -> bool {
-        matches!(self, LockKind::Ours { .. })
+        matches!(self, LockKind::Ours { .. } | LockKind::AdaptiveOnCpu { .. })
     }
 
     /// Runs `visitor` with this kind of lock.
@@ -129,6 +144,10 @@ impl LockKind {
             }
             LockKind::Ours { algorithm, recording: Recording::Counts } => ours::<V, Counts>(algorithm, visitor),
             LockKind::Ours { algorithm, recording: Recording::Full } => ours::<V, LockStats>(algorithm, visitor),
+            // The same lock as `adaptive`: the experiment switches the table on.
+            LockKind::AdaptiveOnCpu { recording } => {
+                LockKind::Ours { algorithm: Algorithm::Adaptive, recording }.visit(visitor)
+            }
             LockKind::Glibc => visitor.visit(|| GlibcMutex::new(libc::PTHREAD_MUTEX_NORMAL, false)),
             LockKind::GlibcAdaptive => visitor.visit(|| GlibcMutex::new(PTHREAD_MUTEX_ADAPTIVE_NP, false)),
             LockKind::GlibcPi => visitor.visit(|| GlibcMutex::new(libc::PTHREAD_MUTEX_NORMAL, true)),
@@ -153,7 +172,7 @@ impl FromStr for LockKind {
         }
         LockKind::PEERS
             .into_iter()
-            .chain([LockKind::TasFloor])
+            .chain([LockKind::TasFloor, LockKind::AdaptiveOnCpu { recording: Recording::Off }])
             .find(|k| k.name() == s)
             .ok_or_else(|| format!("unknown lock '{s}'"))
     }
@@ -202,7 +221,7 @@ impl SnapshotSource for LockStats {
     }
     fn counts_if_any(&self) -> Option<CountsSnapshot> {
         let s = self.snapshot();
-        Some(CountsSnapshot { acquisitions: s.acquisitions, spin: s.spin, sleep: s.sleep, rejected: s.rejected })
+        Some(CountsSnapshot { acquisitions: s.acquisitions, spin: s.spin, sleep: s.sleep, rejected: s.rejected, ..Default::default() })
     }
 }
 

@@ -302,8 +302,24 @@ impl<R: Recorder> RawAdaptive<R> {
     /// Busy-waits while `owner` holds the lock and runs; takes the lock if
     /// it is released. `new_word` is what to store on success.
     fn spin_on_owner(&self, owner: u32, new_word: u32, deadline: Option<Instant>) -> SpinEnd {
-        let mut budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
+        let budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
         let mut watch = OwnerWatch::new(owner);
+        let end = self.spin_while_owner_runs(owner, new_word, deadline, budget, &mut watch);
+        self.recorder.spun(end.1, watch.last_decider());
+        end.0
+    }
+
+    /// The loop of [`Self::spin_on_owner`]; returns how it ended and the
+    /// cycles spent.
+    #[inline(always)]
+    fn spin_while_owner_runs(
+        &self,
+        owner: u32,
+        new_word: u32,
+        deadline: Option<Instant>,
+        mut budget: SpinBudget,
+        watch: &mut OwnerWatch,
+    ) -> (SpinEnd, u64) {
         loop {
             let word = self.word.load(Ordering::Relaxed);
             let current = word & OWNER_MASK;
@@ -314,28 +330,29 @@ impl<R: Recorder> RawAdaptive<R> {
                     .word
                     .compare_exchange(word, new_word | (word & WAITERS), Ordering::Acquire, Ordering::Relaxed)
                     .is_ok();
+                let elapsed = budget.elapsed();
                 if taken {
-                    self.spin_succeeded(budget.elapsed());
-                    return SpinEnd::Acquired;
+                    self.spin_succeeded(elapsed);
+                    return (SpinEnd::Acquired, elapsed);
                 }
-                return SpinEnd::OwnerChanged;
+                return (SpinEnd::OwnerChanged, elapsed);
             }
             // A new owner means heavy contention; queue instead (seed 000).
             if current != owner {
-                return SpinEnd::OwnerChanged;
+                return (SpinEnd::OwnerChanged, budget.elapsed());
             }
             // The run-time switch (seed 002's NO_MUTEX_SPIN).
             if !config::spinning_enabled() || deadline.is_some_and(|d| Instant::now() >= d) {
-                return SpinEnd::Stopped;
+                return (SpinEnd::Stopped, budget.elapsed());
             }
             // The owner is off CPU: it cannot release the lock until it is
             // scheduled again, so spinning only delays it (seed 002).
             if watch.state().0 == OwnerState::NotRunning {
-                return SpinEnd::OwnerNotRunning;
+                return (SpinEnd::OwnerNotRunning, budget.elapsed());
             }
             if budget.exhausted() {
                 self.spin_budget_spent();
-                return SpinEnd::BudgetSpent;
+                return (SpinEnd::BudgetSpent, budget.elapsed());
             }
             spin_hint();
         }

@@ -79,12 +79,18 @@ pub enum Decider {
 pub struct OwnerWatch {
     tid: u32,
     clock: CpuClockProbe,
+    last_decider: Option<Decider>,
 }
 
 impl OwnerWatch {
     /// Starts watching thread `tid`.
     pub fn new(tid: u32) -> Self {
-        OwnerWatch { tid, clock: CpuClockProbe::new(tid) }
+        OwnerWatch { tid, clock: CpuClockProbe::new(tid), last_decider: None }
+    }
+
+    /// The source of the last verdict [`Self::state`] returned, if any.
+    pub fn last_decider(&self) -> Option<Decider> {
+        self.last_decider
     }
 
     /// The current belief and who decided it; `None` when nobody knows yet.
@@ -93,12 +99,18 @@ impl OwnerWatch {
         if let Some(source) = exact_source() {
             match source.state_of(self.tid) {
                 OwnerState::Unknown => {}
-                known => return (known, Some(Decider::Table)),
+                known => {
+                    self.last_decider = Some(Decider::Table);
+                    return (known, self.last_decider);
+                }
             }
         }
         match self.clock.poll() {
             OwnerState::Unknown => (OwnerState::Unknown, None),
-            known => (known, Some(Decider::CpuClock)),
+            known => {
+                self.last_decider = Some(Decider::CpuClock);
+                (known, self.last_decider)
+            }
         }
     }
 }

@@ -4,6 +4,8 @@
 //! recorder is a zero-sized type and `ENABLED` is a constant `false`, so not
 //! even the time stamps are taken).
 
+use crate::oracle::Decider;
+
 /// How an acquisition was obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AcquireKind {
@@ -32,6 +34,15 @@ pub trait Recorder: Sync {
     fn timed_out(&self, wait_cycles: u64);
     /// The lock is about to be released by its holder.
     fn releasing(&self);
+    /// A spin on a running owner (`adaptive`) ended after `spin_cycles`.
+    /// `decider` is the owner-state source whose verdict was last consulted
+    /// (the one that ended the spin when the owner stopped running), `None`
+    /// when no source had an answer. Called by the one thread allowed to
+    /// spin on the lock, once per spin.
+    #[inline(always)]
+    fn spun(&self, spin_cycles: u64, decider: Option<Decider>) {
+        let _ = (spin_cycles, decider);
+    }
 }
 
 /// The recorder that records nothing, at no cost.

@@ -13,6 +13,6 @@ mod lock_stats;
 pub mod profile;
 pub mod report;
 
-pub use counts::{Counts, CountsSnapshot};
+pub use counts::{Counts, CountsSnapshot, SpinsSnapshot};
 pub use histogram::{Histogram, BINS};
 pub use lock_stats::{LockStats, Snapshot};

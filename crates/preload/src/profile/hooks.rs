@@ -681,11 +681,15 @@ pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
 extern "C" fn constructor() {
     output::mark_root();
     let _ = active();
+    // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
+    // is pinned system-wide: `adaptive` then spins exactly while the owner
+    // runs. Without one, locks keep their fallback.
+    let _ = lockmeter_oncpu::install_from_environment();
 }
 
 /// Runs when the library is loaded, before the program's `main`: profile
-/// mode starts (and the root of a profiled tree is marked) while the
-/// process is still single-threaded.
+/// mode starts (and the root of a profiled tree is marked) and the on-CPU
+/// table is mapped while the process is still single-threaded.
 #[used]
 #[unsafe(link_section = ".init_array")]
 static CONSTRUCTOR: extern "C" fn() = constructor;

@@ -1,0 +1,288 @@
+//! The on-CPU table: which thread runs on which CPU, published by a BPF
+//! program on every context switch and read by userspace spinners with one
+//! plain load.
+//!
+//! Seed 002's mutex spins while `rq->curr == owner`; seed 001 ends by asking
+//! the kernel to tell userspace which threads run ("a simple array indexed
+//! by tid and a vdso style API"). Mainline never grew that interface, so this
+//! crate builds it from a `tp_btf/sched_switch` program (`src/bpf`) writing
+//! an mmapable BPF array. This half of the crate is the *reader*: it maps a
+//! table and installs it as the lock library's exact owner-state source
+//! ([`lockmeter_locks::oracle`]), which `adaptive` asks before its
+//! CPU-clock fallback. The `loader` feature adds the program and its loader.
+//!
+//! # What a slot says, and its limits
+//! Slot `tid % SLOTS` holds `tid << 32 | (cpu + 1)` after `tid` switched in
+//! and `tid << 32` after it switched out. A slot tagged with another tid (a
+//! collision, or a thread never switched since the program was attached)
+//! reads [`OwnerState::Unknown`], never a wrong `Running`. The answer is a
+//! hint: it may be stale by the time it is acted on (the owner can be
+//! preempted right after the load, exactly as in the kernel's own spin
+//! loop), and a vCPU preempted by the hypervisor still looks running (the
+//! kernel also checks `vcpu_is_preempted`; the table cannot).
+//!
+//! # How a process gets a table
+//! - `lockmeter run --oncpu -- CMD` loads a private table recording only
+//!   CMD's threads and hands CMD a read-write descriptor of it, named by
+//!   [`FD_ENV`] (a BPF map can only be mapped shared through a writable
+//!   descriptor).
+//! - `lockmeter oncpu enable [--group NAME]` pins a system-wide table at
+//!   [`PINNED_TABLE`], readable and writable by root and the group only.
+//!
+//! [`install_from_environment`] tries the two in that order; the preload
+//! library calls it at start-up, a Rust program calls it once in `main`.
+
+#[cfg(feature = "loader")]
+pub mod loader;
+mod syscall;
+
+use lockmeter_locks::oracle::{self, OnCpuSource, OwnerState};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Number of slots (must match `ONCPU_SLOTS` in `src/bpf/oncpu.bpf.c`): a
+/// power of two; 64 Ki slots (512 KiB) make collisions rare for any
+/// realistic number of live threads.
+pub const SLOTS: usize = 1 << 16;
+/// The BPF map's name (the kernel keeps 15 characters of it).
+pub const MAP_NAME: &str = "oncpu_slots";
+/// Environment variable naming the descriptor of a table handed to a
+/// process by `lockmeter run --oncpu`.
+pub const FD_ENV: &str = "LOCKMETER_ONCPU_FD";
+/// Environment variable that switches the table off (`LOCKMETER_ONCPU=off`).
+pub const SWITCH_ENV: &str = "LOCKMETER_ONCPU";
+/// Where the system-wide table lives in bpffs.
+pub const PIN_DIR: &str = "/sys/fs/bpf/lockmeter";
+/// The system-wide table's pinned map.
+pub const PINNED_TABLE: &str = "/sys/fs/bpf/lockmeter/oncpu_slots";
+/// The system-wide table's pinned link (keeps the program attached).
+pub const PINNED_LINK: &str = "/sys/fs/bpf/lockmeter/oncpu_link";
+
+/// What a slot value says about thread `tid`.
+#[inline]
+pub fn decode(slot: u64, tid: u32) -> OwnerState {
+    if (slot >> 32) as u32 != tid || tid == 0 {
+        OwnerState::Unknown
+    } else if slot as u32 != 0 {
+        OwnerState::Running
+    } else {
+        OwnerState::NotRunning
+    }
+}
+
+/// The CPU a slot says `tid` runs on, if it says it runs.
+pub fn cpu_of(slot: u64, tid: u32) -> Option<u32> {
+    (decode(slot, tid) == OwnerState::Running).then(|| slot as u32 - 1)
+}
+
+/// A mapped on-CPU table.
+pub struct Table {
+    slots: *const AtomicU64,
+    /// The map's descriptor, kept open so the table's users can be found
+    /// (`lockmeter oncpu status` looks for it in /proc/PID/fdinfo).
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is shared read-only memory that lives as long as the
+// Table, and it is only read through atomics.
+unsafe impl Send for Table {}
+// SAFETY: as above.
+unsafe impl Sync for Table {}
+
+impl Table {
+    /// Maps the table behind `fd`, after checking that it is one (type,
+    /// sizes and name), so a stray descriptor is refused, not misread.
+    pub fn from_fd(fd: OwnedFd) -> Result<Table, OpenError> {
+        let info = syscall::map_info(fd.as_fd()).map_err(OpenError::NotATable)?;
+        if !info.is_oncpu_table() {
+            return Err(OpenError::NotATable(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("descriptor {} is BPF map '{}', not an on-CPU table", fd.as_raw_fd(), info.name()),
+            )));
+        }
+        let length = SLOTS * std::mem::size_of::<u64>();
+        // SAFETY: a fresh shared read-only mapping of the map's pages; the
+        // kernel checks the length against the map's size.
+        let address = unsafe {
+            libc::mmap(std::ptr::null_mut(), length, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
+        if address == libc::MAP_FAILED {
+            return Err(OpenError::Map(io::Error::last_os_error()));
+        }
+        Ok(Table { slots: address.cast(), fd })
+    }
+
+    /// Opens and maps the table pinned at `path`.
+    pub fn open_pinned(path: &Path) -> Result<Table, OpenError> {
+        let fd = syscall::obj_get(path).map_err(|e| OpenError::Pinned(path.display().to_string(), e))?;
+        Table::from_fd(fd)
+    }
+
+    /// Adopts the descriptor a parent handed over (not closed on failure:
+    /// it is not ours to close). The descriptor is marked close-on-exec:
+    /// only the process the table records has any use for it.
+    pub fn from_inherited(raw: RawFd) -> Result<Table, OpenError> {
+        // SAFETY: fcntl on any number is harmless; failure means no such fd.
+        if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
+            return Err(OpenError::NotATable(io::Error::last_os_error()));
+        }
+        // SAFETY: dup gives us a descriptor of our own to own.
+        let own = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 3) };
+        if own < 0 {
+            return Err(OpenError::NotATable(io::Error::last_os_error()));
+        }
+        // SAFETY: `own` was just created and is owned by nobody else.
+        let table = Table::from_fd(unsafe { OwnedFd::from_raw_fd(own) })?;
+        // SAFETY: the original is now redundant; keep it from leaking into
+        // programs this one executes.
+        unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
+        Ok(table)
+    }
+
+    /// The raw slot of `tid`: one plain load.
+    #[inline]
+    pub fn slot(&self, tid: u32) -> u64 {
+        // SAFETY: the index is masked into the mapping's SLOTS entries.
+        unsafe { (*self.slots.add(tid as usize & (SLOTS - 1))).load(Ordering::Relaxed) }
+    }
+
+    /// What the table says about `tid`.
+    #[inline]
+    pub fn state(&self, tid: u32) -> OwnerState {
+        decode(self.slot(tid), tid)
+    }
+
+    /// The map's descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in from_fd with this length and is
+        // only reachable through self.
+        unsafe { libc::munmap(self.slots as *mut libc::c_void, SLOTS * std::mem::size_of::<u64>()) };
+    }
+}
+
+impl OnCpuSource for Table {
+    #[inline]
+    fn state_of(&self, tid: u32) -> OwnerState {
+        self.state(tid)
+    }
+}
+
+/// Why a table could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The pinned table could not be opened (absent, or no permission).
+    Pinned(String, io::Error),
+    /// The descriptor is not an on-CPU table.
+    NotATable(io::Error),
+    /// mmap failed (a read-only descriptor cannot be mapped shared).
+    Map(io::Error),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::NotFound => {
+                write!(f, "no system-wide table at {path} (`lockmeter oncpu enable` loads one)")
+            }
+            OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                write!(f, "{path}: permission denied (only root and the group given to `lockmeter oncpu enable --group` may map it)")
+            }
+            OpenError::Pinned(path, e) => write!(f, "cannot open {path}: {e}"),
+            OpenError::NotATable(e) => write!(f, "not an on-CPU table: {e}"),
+            OpenError::Map(e) => write!(f, "cannot map the table: {e} (mapping needs a read-write descriptor)"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Where the installed table came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A descriptor handed over in [`FD_ENV`].
+    Handed(RawFd),
+    /// The system-wide pinned table.
+    Pinned,
+}
+
+/// Why no table was installed.
+#[derive(Debug)]
+pub enum NotInstalled {
+    /// `LOCKMETER_ONCPU=off`.
+    SwitchedOff,
+    /// [`FD_ENV`] is not a descriptor number.
+    BadVariable(String),
+    /// The table could not be opened.
+    Open(OpenError),
+}
+
+impl fmt::Display for NotInstalled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotInstalled::SwitchedOff => write!(f, "{SWITCH_ENV}=off"),
+            NotInstalled::BadVariable(v) => write!(f, "{FD_ENV}='{v}' is not a descriptor number"),
+            NotInstalled::Open(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Finds a table (a handed descriptor first, then the pinned one), maps
+/// it and makes it the lock library's exact oracle for this process. On
+/// failure locks keep their fallback, exactly as without a table.
+pub fn install_from_environment() -> Result<Origin, NotInstalled> {
+    if std::env::var(SWITCH_ENV).is_ok_and(|v| v == "off" || v == "0") {
+        return Err(NotInstalled::SwitchedOff);
+    }
+    let (table, origin) = match std::env::var(FD_ENV) {
+        Ok(value) => {
+            let raw: RawFd = value.trim().parse().map_err(|_| NotInstalled::BadVariable(value.clone()))?;
+            (Table::from_inherited(raw).map_err(NotInstalled::Open)?, Origin::Handed(raw))
+        }
+        Err(_) => (Table::open_pinned(Path::new(PINNED_TABLE)).map_err(NotInstalled::Open)?, Origin::Pinned),
+    };
+    oracle::install_source(Box::leak(Box::new(table)));
+    Ok(origin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_reads_running_only_for_its_own_tid() {
+        let running = (1234u64 << 32) | 2;
+        assert_eq!(decode(running, 1234), OwnerState::Running);
+        assert_eq!(cpu_of(running, 1234), Some(1));
+        assert_eq!(decode(1234u64 << 32, 1234), OwnerState::NotRunning);
+        // The same slot for a colliding tid: unknown, never running.
+        assert_eq!(decode(running, 1234 + SLOTS as u32), OwnerState::Unknown);
+        assert_eq!(cpu_of(running, 1234 + SLOTS as u32), None);
+        // A slot never written.
+        assert_eq!(decode(0, 1234), OwnerState::Unknown);
+        assert_eq!(decode(0, 0), OwnerState::Unknown);
+    }
+
+    #[test]
+    fn a_descriptor_that_is_not_a_table_is_refused() {
+        let file = std::fs::File::open("/proc/self/stat").unwrap();
+        let err = Table::from_fd(OwnedFd::from(file)).err().expect("a file is not a table");
+        assert!(matches!(err, OpenError::NotATable(_)), "{err}");
+        assert!(Table::from_inherited(987_654).is_err());
+    }
+
+    #[test]
+    fn a_missing_pinned_table_says_how_to_get_one() {
+        let err = Table::open_pinned(Path::new("/sys/fs/bpf/lockmeter-no-such-table")).err().unwrap();
+        let message = err.to_string();
+        assert!(message.contains("no system-wide table") || message.contains("cannot open"), "{message}");
+    }
+}

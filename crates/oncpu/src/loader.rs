@@ -1,0 +1,424 @@
+//! Loading the on-CPU program: a private table for one process
+//! ([`Private`]), or the system-wide pinned table ([`enable`], [`disable`],
+//! [`status`]). Needs CAP_BPF and CAP_PERFMON (or root).
+
+use crate::{Table, MAP_NAME, PINNED_LINK, PINNED_TABLE, PIN_DIR, SLOTS};
+use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder, PrintLevel};
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{chown, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The compiled BPF object (built from `src/bpf/oncpu.bpf.c` by build.rs).
+const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/oncpu.bpf.o"));
+const PROGRAM_NAME: &str = "oncpu_switch";
+const FILTER_MAP: &str = "oncpu_filter";
+
+/// A failure to load, attach, pin or inspect the program.
+#[derive(Debug)]
+pub struct LoadError {
+    doing: &'static str,
+    cause: String,
+    permission: bool,
+}
+
+impl LoadError {
+    fn new(doing: &'static str, cause: impl fmt::Display, errno: Option<i32>) -> Self {
+        let permission = matches!(errno, Some(libc::EPERM) | Some(libc::EACCES));
+        LoadError { doing, cause: cause.to_string(), permission }
+    }
+
+    fn bpf(doing: &'static str, e: libbpf_rs::Error) -> Self {
+        let errno = match e.kind() {
+            libbpf_rs::ErrorKind::PermissionDenied => Some(libc::EPERM),
+            _ => None,
+        };
+        LoadError::new(doing, e, errno)
+    }
+
+    fn io(doing: &'static str, e: io::Error) -> Self {
+        let errno = e.raw_os_error();
+        LoadError::new(doing, e, errno)
+    }
+
+    /// Whether the failure is a missing privilege.
+    pub fn is_permission(&self) -> bool {
+        self.permission
+    }
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.doing, self.cause)?;
+        if self.permission {
+            write!(f, " (the on-CPU table needs CAP_BPF and CAP_PERFMON, or root)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Keeps libbpf's own messages to warnings, prefixed so they are
+/// recognisable.
+fn quiet_libbpf() {
+    fn print(_: PrintLevel, message: String) {
+        eprint!("lockmeter: libbpf: {message}");
+    }
+    libbpf_rs::set_print(Some((PrintLevel::Warn, print)));
+}
+
+/// The program, loaded and verified but not attached.
+struct Loaded {
+    object: Object,
+}
+
+impl Loaded {
+    fn load() -> Result<Loaded, LoadError> {
+        quiet_libbpf();
+        let open = ObjectBuilder::default()
+            .open_memory(OBJECT)
+            .map_err(|e| LoadError::bpf("opening the on-CPU program", e))?;
+        let object = open.load().map_err(|e| LoadError::bpf("loading the on-CPU program", e))?;
+        Ok(Loaded { object })
+    }
+
+    /// Records only the threads of process `tgid` (0: every thread).
+    fn record_only(&self, tgid: u32) -> Result<(), LoadError> {
+        let filter = self
+            .object
+            .maps()
+            .find(|m| m.name() == FILTER_MAP)
+            .ok_or_else(|| LoadError::new("setting the filter", "no filter map in the object", None))?;
+        filter
+            .update(&0u32.to_ne_bytes(), &tgid.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| LoadError::bpf("setting the filter", e))
+    }
+
+    fn attach(&self) -> Result<Link, LoadError> {
+        let program = self
+            .object
+            .progs_mut()
+            .find(|p| p.name() == PROGRAM_NAME)
+            .ok_or_else(|| LoadError::new("attaching", "no program in the object", None))?;
+        program.attach().map_err(|e| LoadError::bpf("attaching to sched_switch", e))
+    }
+
+    /// A new read-write descriptor of the table.
+    fn table_fd(&self) -> Result<OwnedFd, LoadError> {
+        let map = self
+            .object
+            .maps()
+            .find(|m| m.name() == MAP_NAME)
+            .ok_or_else(|| LoadError::new("finding the table", "no table map in the object", None))?;
+        map.as_fd().try_clone_to_owned().map_err(|e| LoadError::io("duplicating the table's descriptor", e))
+    }
+}
+
+/// A private table recording one process's threads, attached while this
+/// value lives (dropping it detaches the program; nothing is pinned).
+pub struct Private {
+    loaded: Loaded,
+    _link: Link,
+}
+
+impl Private {
+    /// Loads the program recording only process `tgid`'s threads (`0`: all
+    /// threads of the system) and attaches it.
+    pub fn load(tgid: u32) -> Result<Private, LoadError> {
+        let loaded = Loaded::load()?;
+        loaded.record_only(tgid)?;
+        let link = loaded.attach()?;
+        Ok(Private { loaded, _link: link })
+    }
+
+    /// Loads the program without recording anybody yet; call
+    /// [`Private::record_only`] once the process to record exists.
+    pub fn load_idle() -> Result<Private, LoadError> {
+        let loaded = Loaded::load()?;
+        loaded.record_only(u32::MAX)?; // no process has this tgid
+        let link = loaded.attach()?;
+        Ok(Private { loaded, _link: link })
+    }
+
+    /// Records process `tgid` from now on.
+    pub fn record_only(&self, tgid: u32) -> Result<(), LoadError> {
+        self.loaded.record_only(tgid)
+    }
+
+    /// A read-write descriptor of the table, to hand to another process.
+    pub fn table_fd(&self) -> Result<OwnedFd, LoadError> {
+        self.loaded.table_fd()
+    }
+
+    /// The table, mapped in this process.
+    pub fn table(&self) -> Result<Table, LoadError> {
+        Table::from_fd(self.table_fd()?).map_err(|e| LoadError::new("mapping the table", e, None))
+    }
+}
+
+/// What [`enable`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Enabled {
+    /// Loaded, attached and pinned now.
+    Loaded,
+    /// It was already loaded; permissions were brought up to date.
+    AlreadyLoaded,
+}
+
+/// Loads the program for every thread of the system and pins its table
+/// and link under [`PIN_DIR`]: owned by root and `group`, mode 0660 for the
+/// table (mapping needs a writable descriptor; it is never world-writable),
+/// 0750 for the directory, 0600 for the link. Idempotent.
+pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
+    check_bpffs()?;
+    let already = Link::open(PINNED_LINK).is_ok() && Path::new(PINNED_TABLE).exists();
+    if !already {
+        // A half-made state (a crash between pins): clear it first.
+        disable()?;
+        create_pin_dir()?;
+        let mut loaded = Loaded::load()?;
+        loaded.record_only(0)?;
+        let mut link = loaded.attach()?;
+        let mut map = loaded
+            .object
+            .maps_mut()
+            .find(|m| m.name() == MAP_NAME)
+            .ok_or_else(|| LoadError::new("pinning the table", "no table map in the object", None))?;
+        map.pin(PINNED_TABLE).map_err(|e| LoadError::bpf("pinning the table", e))?;
+        link.pin(PINNED_LINK).map_err(|e| LoadError::bpf("pinning the link", e))?;
+    }
+    set_permissions(group)?;
+    Ok(if already { Enabled::AlreadyLoaded } else { Enabled::Loaded })
+}
+
+fn check_bpffs() -> Result<(), LoadError> {
+    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+    let path = std::ffi::CString::new("/sys/fs/bpf").expect("no NUL");
+    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::statfs(path.as_ptr(), &mut fs) } == 0;
+    if !ok || fs.f_type as i64 != BPF_FS_MAGIC {
+        return Err(LoadError::new(
+            "pinning",
+            "/sys/fs/bpf is not a BPF filesystem (mount -t bpf bpf /sys/fs/bpf)",
+            None,
+        ));
+    }
+    Ok(())
+}
+
+fn create_pin_dir() -> Result<(), LoadError> {
+    match fs::create_dir(PIN_DIR) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(LoadError::io("creating /sys/fs/bpf/lockmeter", e)),
+    }
+}
+
+fn set_permissions(group: Option<u32>) -> Result<(), LoadError> {
+    let gid = group.unwrap_or(0);
+    for (path, mode) in [(PIN_DIR, 0o750), (PINNED_TABLE, 0o660), (PINNED_LINK, 0o600)] {
+        chown(path, Some(0), Some(gid)).map_err(|e| LoadError::io("setting the table's owner", e))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| LoadError::io("setting the table's mode", e))?;
+    }
+    Ok(())
+}
+
+/// Detaches the system-wide program, clears the table (a process that
+/// still maps it then reads "unknown" and falls back, rather than a frozen
+/// "running") and removes the pins. Returns whether anything was loaded;
+/// nothing loaded is not an error.
+pub fn disable() -> Result<bool, LoadError> {
+    // A tracing link cannot be detached on request (EOPNOTSUPP): it goes
+    // when its last reference, the pin, does. Note the program first, to
+    // wait for it to be gone before clearing the table it writes.
+    let program = Link::open(PINNED_LINK)
+        .ok()
+        .and_then(|link| libbpf_rs::query::LinkInfo::from_fd(link.as_fd()).ok())
+        .map(|info| info.prog_id);
+    let mut found = program.is_some();
+    found |= remove_pin(PINNED_LINK)?;
+    if let Some(id) = program {
+        wait_until_unloaded(id, Duration::from_secs(5));
+    }
+    if let Ok(table) = crate::syscall::obj_get(Path::new(PINNED_TABLE)) {
+        clear(&table);
+    }
+    found |= remove_pin(PINNED_TABLE)?;
+    match fs::remove_dir(PIN_DIR) {
+        Ok(()) => found = true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(LoadError::io("removing /sys/fs/bpf/lockmeter", e)),
+    }
+    Ok(found)
+}
+
+fn remove_pin(path: &str) -> Result<bool, LoadError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(LoadError::io("removing a pin", e)),
+    }
+}
+
+/// Whether the kernel still has program `id` loaded.
+pub fn program_loaded(id: u32) -> bool {
+    // SAFETY: plain syscall wrapper; a non-negative result is a descriptor
+    // that we close at once.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if fd >= 0 {
+        // SAFETY: the descriptor was just returned to us.
+        unsafe { libc::close(fd) };
+    }
+    fd >= 0
+}
+
+/// The kernel frees a link and its program shortly after the last
+/// reference goes (from a work queue); wait for it.
+fn wait_until_unloaded(id: u32, at_most: Duration) {
+    let end = Instant::now() + at_most;
+    while program_loaded(id) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Zeroes every slot of a table (best effort).
+fn clear(table: &OwnedFd) {
+    let length = SLOTS * std::mem::size_of::<u64>();
+    // SAFETY: a fresh shared writable mapping of the table, zeroed and
+    // unmapped before return.
+    unsafe {
+        let address = libc::mmap(
+            std::ptr::null_mut(),
+            length,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            table.as_raw_fd(),
+            0,
+        );
+        if address != libc::MAP_FAILED {
+            std::ptr::write_bytes(address.cast::<u8>(), 0, length);
+            libc::munmap(address, length);
+        }
+    }
+}
+
+/// The system-wide table's state, as `lockmeter oncpu status` shows it.
+#[derive(Debug)]
+pub struct Status {
+    /// Whether the program is attached and pinned.
+    pub loaded: bool,
+    /// Why it is not loaded or not readable, when that is known.
+    pub reason: Option<String>,
+    /// The program's kernel id.
+    pub program_id: Option<u32>,
+    /// The table's kernel id.
+    pub table_id: Option<u32>,
+    /// Runs per second and nanoseconds per run, sampled.
+    pub sample: Option<RunSample>,
+    /// Processes holding a descriptor of the table (pid, command).
+    pub users: Vec<(u32, String)>,
+    /// The pinned table's owner group and mode.
+    pub access: Option<(u32, u32)>,
+}
+
+/// The program's run rate and cost over a sampling interval.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSample {
+    /// Sampling interval.
+    pub interval: Duration,
+    /// Runs (context switches recorded) in the interval.
+    pub runs: u64,
+    /// Mean cost of one run.
+    pub ns_per_run: f64,
+}
+
+/// Inspects the system-wide table; samples the program's cost for
+/// `sample_for` (kernel run-time statistics are switched on only while
+/// sampling).
+pub fn status(sample_for: Duration) -> Status {
+    let mut status =
+        Status { loaded: false, reason: None, program_id: None, table_id: None, sample: None, users: Vec::new(), access: None };
+    match Link::open(PINNED_LINK) {
+        Ok(link) => match libbpf_rs::query::LinkInfo::from_fd(link.as_fd()) {
+            Ok(info) => {
+                status.loaded = true;
+                status.program_id = Some(info.prog_id);
+            }
+            Err(e) => status.reason = Some(format!("cannot inspect the pinned link: {e}")),
+        },
+        Err(_) => {
+            status.reason = Some(match fs::metadata(PIN_DIR) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    format!("{PIN_DIR} exists but this user may not read it (root and the table's group may)")
+                }
+                _ if Path::new(PINNED_LINK).exists() => "pinned, but the link cannot be opened (needs CAP_BPF, or root)".to_string(),
+                _ => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
+            });
+        }
+    }
+    if let Ok(meta) = fs::metadata(PINNED_TABLE) {
+        use std::os::unix::fs::MetadataExt;
+        status.access = Some((meta.gid(), meta.mode() & 0o7777));
+    }
+    if let Ok(table) = crate::syscall::obj_get(Path::new(PINNED_TABLE)) {
+        if let Ok(info) = crate::syscall::map_info(table.as_fd()) {
+            status.table_id = Some(info.id);
+            drop(table);
+            status.users = users_of_map(info.id);
+        }
+    }
+    if let (true, Some(id)) = (status.loaded, status.program_id) {
+        status.sample = sample_program(id, sample_for);
+    }
+    status
+}
+
+fn program_counters(id: u32) -> Option<(u64, u64)> {
+    libbpf_rs::query::ProgInfoIter::default().find(|p| p.id == id).map(|p| (p.run_cnt, p.run_time_ns))
+}
+
+/// Switches on the kernel's BPF run-time statistics for `interval` (they
+/// stay on only while the returned descriptor is open) and measures the
+/// program's runs and time.
+pub fn sample_program(id: u32, interval: Duration) -> Option<RunSample> {
+    // SAFETY: plain syscall wrapper; a negative result is an error.
+    let raw = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: a new descriptor nobody else owns; closing it switches the
+    // statistics off again.
+    let _stats = unsafe { OwnedFd::from_raw_fd(raw) };
+    let (runs_before, ns_before) = program_counters(id)?;
+    let started = Instant::now();
+    std::thread::sleep(interval);
+    let (runs_after, ns_after) = program_counters(id)?;
+    let runs = runs_after.saturating_sub(runs_before);
+    let ns = ns_after.saturating_sub(ns_before);
+    Some(RunSample { interval: started.elapsed(), runs, ns_per_run: if runs == 0 { 0.0 } else { ns as f64 / runs as f64 } })
+}
+
+/// Processes with a descriptor of map `id` open (from /proc/*/fdinfo; only
+/// the processes this user may inspect).
+fn users_of_map(id: u32) -> Vec<(u32, String)> {
+    let needle = format!("map_id:\t{id}\n");
+    let mut users = Vec::new();
+    let Ok(processes) = fs::read_dir("/proc") else { return users };
+    for process in processes.flatten() {
+        let Some(pid) = process.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(fds) = fs::read_dir(process.path().join("fdinfo")) else { continue };
+        let holds = fds.flatten().any(|fd| fs::read_to_string(fd.path()).is_ok_and(|text| text.contains(&needle)));
+        if holds {
+            let command = fs::read_to_string(process.path().join("comm")).unwrap_or_default().trim().to_string();
+            users.push((pid, command));
+        }
+    }
+    users
+}
