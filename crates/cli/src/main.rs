@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod demo;
 mod progress;
+mod oncpu;
 mod run;
 mod torture;
 
@@ -164,6 +165,7 @@ enum Command {
     ///   lockmeter run --frames 8 --format flamegraph -o waits.svg -- ./db_bench
     ///   lockmeter run --interval 5s -- ./long-running-daemon
     ///   lockmeter run --lock adaptive -- ./server     (serve its locks with ours)
+    ///   lockmeter run --lock adaptive --oncpu -- ./server   (adaptive asks the kernel who runs)
     #[command(verbatim_doc_comment)]
     Run {
         /// Write the profile here instead of stderr (other processes of the
@@ -185,9 +187,40 @@ enum Command {
         /// Also report every DUR while CMD runs (for long-running servers).
         #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
         interval: Option<std::time::Duration>,
+        /// Load a private on-CPU table for CMD (a BPF program recording which
+        /// of CMD's threads run; needs CAP_BPF and CAP_PERFMON, or root), so
+        /// `adaptive` spins exactly while the owner runs. Unloaded when CMD
+        /// ends; nothing is pinned.
+        #[arg(long)]
+        oncpu: bool,
         /// The program and its arguments (after --).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
+    },
+    /// The system-wide on-CPU table: which thread runs on which CPU, for
+    /// programs that use lockmeter's locks directly (the C library, or the
+    /// Rust crate calling lockmeter_oncpu::install_from_environment).
+    ///
+    /// A BPF program on the scheduler's context switch writes one slot per
+    /// thread; `adaptive` reads its owner's slot with one load and spins
+    /// only while the owner is on a CPU (the kernel mutex's rule). Without
+    /// the table it falls back to sampling the owner's CPU clock.
+    ///
+    /// The table is pinned in /sys/fs/bpf/lockmeter, owned by root and the
+    /// --group, mode 0660: mapping a BPF map needs a writable descriptor, so
+    /// readers get write access too; it is never world-accessible. Limits:
+    /// a slot is a hint that may be stale when read; a vCPU preempted by the
+    /// hypervisor still looks running; a thread reads unknown until it is
+    /// first switched in after enable.
+    ///
+    /// Examples:
+    ///   sudo lockmeter oncpu enable --group lockusers
+    ///   lockmeter oncpu status         (exit 0 if loaded, 1 if not)
+    ///   sudo lockmeter oncpu disable
+    #[command(verbatim_doc_comment)]
+    Oncpu {
+        #[command(subcommand)]
+        action: oncpu::Action,
     },
     /// Would one of our locks make CMD faster? Runs it under glibc's locks
     /// and under each algorithm, interleaved and repeated, and says.
@@ -406,10 +439,12 @@ fn main() -> ExitCode {
             threads.map(|t| t as usize),
             locks.as_deref(),
         ),
-        Command::Run { output, rendering, lock, frames, interval, command } => {
+        Command::Oncpu { action } => return oncpu::main(action),
+        Command::Run { output, rendering, lock, frames, interval, oncpu, command } => {
             let options = run::RunOptions {
                 command,
                 lock,
+                oncpu,
                 output,
                 rendering: rendering.rendering(),
                 frames: frames as usize,

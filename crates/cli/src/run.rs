@@ -112,6 +112,8 @@ pub struct RunOptions {
     pub command: Vec<OsString>,
     /// Serve the program's mutexes and condvars with this algorithm.
     pub lock: Option<lockmeter_locks::Algorithm>,
+    /// Hand CMD a private on-CPU table.
+    pub oncpu: bool,
     pub output: Option<PathBuf>,
     pub rendering: Rendering,
     pub frames: usize,
@@ -338,7 +340,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         .env("LD_PRELOAD", preload)
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
         .env_remove("LOCKMETER_ROOT_PID")
-        .env_remove("LOCKMETER_LOCK");
+        .env_remove("LOCKMETER_LOCK")
+        .env_remove(lockmeter_oncpu::FD_ENV);
     if let Some(lock) = options.lock {
         command.env("LOCKMETER_LOCK", lock.name());
     }
@@ -348,6 +351,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     if let Some(interval) = options.interval {
         command.env("LOCKMETER_INTERVAL", format!("{}ms", interval.as_millis().max(1)));
     }
+    let table = if options.oncpu { Some(private_table(&mut command)?) } else { None };
     // Like time(1): ^C and ^\ go to the program; lockmeter stays to report.
     // SAFETY: setting dispositions of this process to "ignore".
     let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
@@ -359,6 +363,16 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
     };
     let root = child.id();
+    let table = table.map(|(program, handed)| {
+        drop(handed); // CMD has its copy
+        // From now on the program records CMD's threads. spawn() returns
+        // once CMD has executed, so threads switched in before this line
+        // read "unknown" (the fallback) until they are switched in again.
+        if let Err(e) = program.record_only(root) {
+            eprintln!("lockmeter: warning: --oncpu: {e}");
+        }
+        program
+    });
     let status = loop {
         match options.interval {
             None => break child.wait(),
@@ -397,11 +411,30 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
     }
     drop(scratch);
+    drop(table); // detaches the program
     if let Some(signal) = status.signal() {
         eprintln!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
         return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
     }
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+/// Loads a private on-CPU table and arranges for `command` to inherit a
+/// read-write descriptor of it, named in the environment. Returns the
+/// loaded program (recording nobody yet) and the inheritable descriptor.
+fn private_table(command: &mut Command) -> Result<(lockmeter_oncpu::loader::Private, std::os::fd::OwnedFd), Failure> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let program = lockmeter_oncpu::loader::Private::load_idle().map_err(|e| Failure::runtime(format!("--oncpu: {e}")))?;
+    let fd = program.table_fd().map_err(|e| Failure::runtime(format!("--oncpu: {e}")))?;
+    // SAFETY: dup gives a new descriptor without close-on-exec, owned here.
+    let raw = unsafe { libc::dup(fd.as_raw_fd()) };
+    if raw < 0 {
+        return Err(Failure::runtime(format!("--oncpu: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: `raw` was just created and nobody else owns it.
+    let inheritable = unsafe { OwnedFd::from_raw_fd(raw) };
+    command.env(lockmeter_oncpu::FD_ENV, raw.to_string());
+    Ok((program, inheritable))
 }
 
 #[cfg(test)]

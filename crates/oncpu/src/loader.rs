@@ -175,7 +175,8 @@ pub enum Enabled {
 /// 0750 for the directory, 0600 for the link. Idempotent.
 pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
     check_bpffs()?;
-    let already = Link::open(PINNED_LINK).is_ok() && Path::new(PINNED_TABLE).exists();
+    quiet_libbpf();
+    let already = open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists();
     if !already {
         // A half-made state (a crash between pins): clear it first.
         disable()?;
@@ -237,8 +238,8 @@ pub fn disable() -> Result<bool, LoadError> {
     // A tracing link cannot be detached on request (EOPNOTSUPP): it goes
     // when its last reference, the pin, does. Note the program first, to
     // wait for it to be gone before clearing the table it writes.
-    let program = Link::open(PINNED_LINK)
-        .ok()
+    quiet_libbpf();
+    let program = open_pinned_link()
         .and_then(|link| libbpf_rs::query::LinkInfo::from_fd(link.as_fd()).ok())
         .map(|info| info.prog_id);
     let mut found = program.is_some();
@@ -256,6 +257,12 @@ pub fn disable() -> Result<bool, LoadError> {
         Err(e) => return Err(LoadError::io("removing /sys/fs/bpf/lockmeter", e)),
     }
     Ok(found)
+}
+
+/// The pinned link, if there is one this user may open (checked first:
+/// libbpf complains about a missing one).
+fn open_pinned_link() -> Option<Link> {
+    Path::new(PINNED_LINK).exists().then(|| Link::open(PINNED_LINK).ok()).flatten()
 }
 
 fn remove_pin(path: &str) -> Result<bool, LoadError> {
@@ -344,7 +351,8 @@ pub struct RunSample {
 pub fn status(sample_for: Duration) -> Status {
     let mut status =
         Status { loaded: false, reason: None, program_id: None, table_id: None, sample: None, users: Vec::new(), access: None };
-    match Link::open(PINNED_LINK) {
+    quiet_libbpf();
+    match open_pinned_link().ok_or(()) {
         Ok(link) => match libbpf_rs::query::LinkInfo::from_fd(link.as_fd()) {
             Ok(info) => {
                 status.loaded = true;

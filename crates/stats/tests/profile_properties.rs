@@ -2,7 +2,7 @@
 //! crate): any profile survives JSON, CSV, folded and pprof rendering; a
 //! corrupt or truncated file is a one-line error, never a panic.
 
-use lockmeter_stats::profile::{self, Counters, Durations, Health, Kind, LockProfile, Profile, Role, SiteProfile, StackProfile};
+use lockmeter_stats::profile::{self, Counters, Durations, Health, Kind, OnCpuUse, LockProfile, Profile, Role, SiteProfile, StackProfile};
 
 struct Rng(u64);
 
@@ -84,6 +84,13 @@ fn random_profile(rng: &mut Rng) -> Profile {
         reason: "exit".into(),
         locks,
         health: Health { events: rng.below(1 << 30), warnings: vec![rng.text()], ..Health::default() },
+        oncpu: (rng.below(2) == 0).then(|| OnCpuUse {
+            table: "none".into(),
+            absent_because: Some(rng.text()),
+            spins_by_table: rng.below(1 << 30),
+            spins_by_cpu_clock: rng.below(1 << 30),
+            spins_undecided: rng.below(1 << 30),
+        }),
     }
 }
 

@@ -684,8 +684,16 @@ extern "C" fn constructor() {
     // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
     // is pinned system-wide: `adaptive` then spins exactly while the owner
     // runs. Without one, locks keep their fallback.
-    let _ = lockmeter_oncpu::install_from_environment();
+    let installed = lockmeter_oncpu::install_from_environment();
+    let _ = ONCPU.set(match installed {
+        Ok(lockmeter_oncpu::Origin::Handed(_)) => Ok("handed"),
+        Ok(lockmeter_oncpu::Origin::Pinned) => Ok("pinned"),
+        Err(why) => Err(why.to_string()),
+    });
 }
+
+/// Which on-CPU table the constructor installed, or why none.
+pub static ONCPU: std::sync::OnceLock<Result<&'static str, String>> = std::sync::OnceLock::new();
 
 /// Runs when the library is loaded, before the program's `main`: profile
 /// mode starts (and the root of a profiled tree is marked) and the on-CPU

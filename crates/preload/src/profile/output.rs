@@ -392,6 +392,23 @@ fn site_rows(sum: &Sum, units: &Units, code: &super::symbols::CodeSite, pc: usiz
     rows
 }
 
+/// The on-CPU table's part of the profile: when a table was installed, or
+/// `adaptive` (the algorithm that asks) served the program.
+fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::OnCpuUse> {
+    use crate::replace::mutex::SPINS;
+    let installed = super::hooks::ONCPU.get()?;
+    if installed.is_err() && replacing != Some(lockmeter_locks::Algorithm::Adaptive) {
+        return None;
+    }
+    Some(profile::OnCpuUse {
+        table: installed.as_ref().map_or("none", |origin| origin).to_string(),
+        absent_because: installed.as_ref().err().cloned(),
+        spins_by_table: SPINS.by_table.load(Relaxed),
+        spins_by_cpu_clock: SPINS.by_cpu_clock.load(Relaxed),
+        spins_undecided: SPINS.undecided.load(Relaxed),
+    })
+}
+
 fn build(profiler: &Profiler, reason: &str) -> Profile {
     let units = Units(clock::cycles_per_ns());
     let replacing = crate::replace::algorithm();
@@ -510,6 +527,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         cycles_per_ns: units.0,
         mode: replacing.map_or_else(|| "profile".to_string(), |a| format!("replace:{}", a.name())),
         reason: reason.to_string(),
+        oncpu: oncpu_use(replacing),
         locks,
         health: Health {
             events,

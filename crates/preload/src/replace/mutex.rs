@@ -6,7 +6,7 @@
 //! bad timespec, from the timed locks.
 
 use lockmeter_locks::{
-    current_tid, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -123,7 +123,30 @@ impl Recorder for LastAcquire {
     fn rejected(&self) {}
     fn timed_out(&self, _: u64) {}
     fn releasing(&self) {}
+    /// Once per spin (a slow path): a shared counter is cheap enough.
+    fn spun(&self, _: u64, decider: Option<Decider>) {
+        let counter = match decider {
+            Some(Decider::Table) => &SPINS.by_table,
+            Some(Decider::CpuClock) => &SPINS.by_cpu_clock,
+            None => &SPINS.undecided,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
+
+/// Spins on a running owner in this process, by who decided them.
+pub struct SpinDeciders {
+    pub by_table: std::sync::atomic::AtomicU64,
+    pub by_cpu_clock: std::sync::atomic::AtomicU64,
+    pub undecided: std::sync::atomic::AtomicU64,
+}
+
+/// The process's spin counters (served `adaptive` mutexes).
+pub static SPINS: SpinDeciders = SpinDeciders {
+    by_table: std::sync::atomic::AtomicU64::new(0),
+    by_cpu_clock: std::sync::atomic::AtomicU64::new(0),
+    undecided: std::sync::atomic::AtomicU64::new(0),
+};
 
 /// How the calling thread's last acquisition with [`LastAcquire`] went.
 pub fn last_acquire() -> AcquireKind {

@@ -43,6 +43,27 @@ pub struct Profile {
     pub locks: Vec<LockProfile>,
     /// The profiler's own health.
     pub health: Health,
+    /// The on-CPU table and the spins it decided (present when a table was
+    /// installed or `adaptive` served the program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oncpu: Option<OnCpuUse>,
+}
+
+/// How `adaptive` knew whether lock owners ran.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct OnCpuUse {
+    /// `handed` (by `lockmeter run --oncpu`), `pinned` (system-wide), or
+    /// `none`.
+    pub table: String,
+    /// Why there was no table, when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent_because: Option<String>,
+    /// Spins on a running owner whose verdict came from the table.
+    pub spins_by_table: u64,
+    /// Spins whose verdict came from the owner's CPU clock (the fallback).
+    pub spins_by_cpu_clock: u64,
+    /// Spins that ended before either source answered.
+    pub spins_undecided: u64,
 }
 
 /// Which kind of object a lock entry is.

@@ -142,6 +142,17 @@ fn render_histograms(out: &mut String, locks: &[&LockProfile], how_many: usize) 
 }
 
 fn render_health(out: &mut String, profile: &Profile) {
+    if let Some(oncpu) = &profile.oncpu {
+        let table = match &oncpu.absent_because {
+            Some(why) => format!("none ({why})"),
+            None => oncpu.table.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "\non-CPU table: {table}; spins on a running owner decided by the table {}, by the owner's CPU clock {}, undecided {}",
+            oncpu.spins_by_table, oncpu.spins_by_cpu_clock, oncpu.spins_undecided
+        );
+    }
     let h = &profile.health;
     let share = if profile.duration_ns > 0 { 100.0 * h.overhead_estimate_ns as f64 / profile.duration_ns as f64 } else { 0.0 };
     let _ = writeln!(

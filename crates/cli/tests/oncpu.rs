@@ -1,0 +1,137 @@
+//! `lockmeter oncpu` and `lockmeter run --oncpu`, as a user and a script
+//! see them. Loading BPF programs needs root: without it the tests check
+//! only what an unprivileged user gets, and say so.
+
+use lockmeter_stats::profile::Profile;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockmeter(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockmeter")).args(args).output().unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+const PIN_DIR: &str = "/sys/fs/bpf/lockmeter";
+
+/// The tests pin and unpin the system-wide table: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn enable_status_disable_through_the_command_line() {
+    let _alone = alone();
+    if !is_root() {
+        let status = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+        assert!(text(&status).contains("this user"), "{}", text(&status));
+        let enable = lockmeter(&["oncpu", "enable"]);
+        assert_eq!(enable.status.code(), Some(1), "{}", text(&enable));
+        eprintln!("SKIPPED (not root): enable/disable; checked that status explains and enable fails cleanly");
+        return;
+    }
+    if Path::new(PIN_DIR).exists() {
+        eprintln!("SKIPPED: a system-wide table is pinned at {PIN_DIR}; this test would remove it");
+        return;
+    }
+    let disabled = lockmeter(&["oncpu", "disable"]);
+    assert!(disabled.status.success(), "disable with nothing loaded is not an error: {}", text(&disabled));
+    assert!(text(&disabled).contains("was not loaded"), "{}", text(&disabled));
+
+    let status = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+    assert_eq!(status.status.code(), Some(1), "status exits 1 when not loaded: {}", text(&status));
+    assert!(text(&status).contains("not loaded"), "{}", text(&status));
+
+    let bad_group = lockmeter(&["oncpu", "enable", "--group", "no-such-group-here"]);
+    assert_eq!(bad_group.status.code(), Some(2), "{}", text(&bad_group));
+    assert_eq!(String::from_utf8_lossy(&bad_group.stderr).lines().count(), 1, "{}", text(&bad_group));
+    assert!(!Path::new(PIN_DIR).exists(), "a refused enable loads nothing");
+
+    let enabled = lockmeter(&["oncpu", "enable", "--group", "root"]);
+    assert!(enabled.status.success(), "{}", text(&enabled));
+    let again = lockmeter(&["oncpu", "enable"]);
+    assert!(again.status.success() && text(&again).contains("already loaded"), "{}", text(&again));
+
+    let status = lockmeter(&["oncpu", "status", "--sample", "200ms"]);
+    let shown = text(&status);
+    assert_eq!(status.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("loaded (program"), "{shown}");
+    assert!(shown.contains("mode 0660"), "{shown}");
+    assert!(shown.contains("ns per run"), "{shown}");
+    assert!(shown.contains("this user: can map it"), "{shown}");
+
+    let disabled = lockmeter(&["oncpu", "disable"]);
+    assert!(disabled.status.success() && text(&disabled).contains("unpinned"), "{}", text(&disabled));
+    assert!(!Path::new(PIN_DIR).exists(), "disable leaves nothing pinned");
+    let pinned_programs = Command::new("sh").args(["-c", "ls /sys/fs/bpf"]).output().unwrap();
+    assert!(!text(&pinned_programs).contains("lockmeter"), "{}", text(&pinned_programs));
+    let status = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+    assert_eq!(status.status.code(), Some(1), "{}", text(&status));
+}
+
+fn subjects() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/subjects.c");
+    let dir = std::env::temp_dir().join(format!("lockmeter-oncpu-test.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let binary = dir.join("subjects");
+    let status = Command::new("gcc")
+        .args(["-g", "-O0", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("gcc runs (scripts/test.sh installs it)");
+    assert!(status.success());
+    binary
+}
+
+/// `hold`: main holds a lock asleep for 200 ms while a thread waits.
+fn served_hold(oncpu: bool) -> (Output, Option<Profile>) {
+    let subjects = subjects();
+    let file = subjects.with_file_name(format!("hold.{oncpu}.json"));
+    let mut args = vec!["run", "--lock", "adaptive", "--format", "json", "-o", file.to_str().unwrap()];
+    if oncpu {
+        args.push("--oncpu");
+    }
+    args.extend(["--", subjects.to_str().unwrap(), "hold"]);
+    let output = lockmeter(&args);
+    (output, Profile::load(&file).ok())
+}
+
+#[test]
+fn run_oncpu_hands_the_program_a_private_table() {
+    let _alone = alone();
+    if !is_root() {
+        let (output, _) = served_hold(true);
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        assert!(text(&output).contains("CAP_BPF"), "says what is missing: {}", text(&output));
+        eprintln!("SKIPPED (not root): checked that --oncpu fails cleanly without privilege");
+        return;
+    }
+    let (output, profile) = served_hold(true);
+    assert!(output.status.success(), "{}", text(&output));
+    let oncpu = profile.expect("a profile").oncpu.expect("the profile says how spins were decided");
+    assert_eq!(oncpu.table, "handed", "{oncpu:?}");
+    assert!(oncpu.spins_by_table >= 1, "the waiter's spin on the sleeping owner was the table's call: {oncpu:?}");
+    assert_eq!(oncpu.spins_by_cpu_clock, 0, "{oncpu:?}");
+
+    // Nothing of the private table outlives the run.
+    assert!(!Path::new(PIN_DIR).exists());
+
+    if !Path::new(PIN_DIR).exists() {
+        let (output, profile) = served_hold(false);
+        assert!(output.status.success(), "{}", text(&output));
+        let oncpu = profile.expect("a profile").oncpu.expect("adaptive served: the profile says");
+        assert_eq!(oncpu.table, "none", "{oncpu:?}");
+        assert!(oncpu.absent_because.as_deref().is_some_and(|w| w.contains("no system-wide table")), "{oncpu:?}");
+        assert_eq!(oncpu.spins_by_table, 0, "{oncpu:?}");
+    }
+}
