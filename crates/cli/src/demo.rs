@@ -179,11 +179,57 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
     profile_a_program(2 * SCENARIOS.len() + 4, &settings.plot);
     torture_every_lock(2 * SCENARIOS.len() + 6);
+    kernel_assisted_spinning(2 * SCENARIOS.len() + 7, settings, &calibration);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
     println!("`lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
-    println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C.");
+    println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C;");
+    println!("`lockmeter run --oncpu --lock adaptive -- YOUR_PROGRAM` or `sudo lockmeter oncpu enable` gives adaptive the on-CPU table.");
     Ok(())
+}
+
+/// Section: `adaptive` with and without the on-CPU table (needs root; says
+/// why when it cannot load the program).
+fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Calibration) {
+    println!("{number}. Kernel-assisted spinning: adaptive asking a BPF on-CPU table whether the owner runs, against its CPU-clock fallback");
+    println!("   (16 threads, each loop 20 us of work with 10 us inside the lock; `lockmeter oncpu --help` explains the table)\n");
+    let experiment = Experiment {
+        workload: Workload::Duty,
+        locks: vec![
+            LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, recording: Recording::Counts },
+            LockKind::AdaptiveOnCpu { recording: Recording::Counts },
+        ],
+        threads: vec![16],
+        periods_ns: vec![20_000],
+        duties_pct: vec![50],
+        run: settings.run,
+        repeat: settings.rounds as usize,
+        recording: Recording::Counts,
+    };
+    let points = match experiment.run(calibration, |_| {}) {
+        Ok(report) => report.points,
+        Err(e) => {
+            println!("   skipped: {e}\n");
+            return;
+        }
+    };
+    println!(
+        "{:<16}{:>9}{:>12}  {:>22}{:>22}{:>12}",
+        "lock", "Mops/s", "Mops/CPU-s", "spins decided by table", "by owner's CPU clock", "mean spin"
+    );
+    for p in &points {
+        let spins = p.spins_on_owner.as_ref();
+        println!(
+            "{:<16}{:>9.3}{:>12.3}  {:>22}{:>22}{:>9.0} ns",
+            p.lock,
+            p.ops_per_sec / 1e6,
+            p.ops_per_cpu_sec / 1e6,
+            spins.map_or(0, |s| s.decided_by_table),
+            spins.map_or(0, |s| s.decided_by_cpu_clock),
+            spins.map_or(0.0, |s| s.mean_ns)
+        );
+    }
+    println!();
 }
 
 /// Section: a short `lockmeter torture` of every algorithm, and of the

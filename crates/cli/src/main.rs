@@ -206,16 +206,17 @@ enum Command {
     /// only while the owner is on a CPU (the kernel mutex's rule). Without
     /// the table it falls back to sampling the owner's CPU clock.
     ///
-    /// The table is pinned in /sys/fs/bpf/lockmeter, owned by root and the
-    /// --group, mode 0660: mapping a BPF map needs a writable descriptor, so
-    /// readers get write access too; it is never world-accessible. Limits:
+    /// The table is pinned in a BPF filesystem mounted at /run/lockmeter,
+    /// owned by root and the --group, mode 0660: mapping a BPF map needs a
+    /// writable descriptor, so readers get write access too; it is never
+    /// world-accessible. Limits:
     /// a slot is a hint that may be stale when read; a vCPU preempted by the
     /// hypervisor still looks running; a thread reads unknown until it is
     /// first switched in after enable.
     ///
     /// Examples:
     ///   sudo lockmeter oncpu enable --group lockusers
-    ///   lockmeter oncpu status         (exit 0 if loaded, 1 if not)
+    ///   lockmeter oncpu status         (exit 0 if loaded or usable, 1 if not)
     ///   sudo lockmeter oncpu disable
     #[command(verbatim_doc_comment)]
     Oncpu {

@@ -20,7 +20,8 @@ pub enum Action {
     Disable,
     /// Whether the table is loaded, what the program costs per context
     /// switch, which processes use it, and whether this user can.
-    /// Exit status: 0 loaded, 1 not loaded.
+    /// Exit status: 0 when loaded (or pinned and mappable by this user), 1
+    /// when not.
     Status {
         /// How long to sample the program's run count and cost.
         #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = crate::args::duration)]
@@ -117,11 +118,17 @@ fn status(sample: Duration) -> ExitCode {
             if users.is_empty() { "no process holds it (only processes this user may inspect are seen)".to_string() } else { users.join(", ") }
         );
     }
-    match Table::open_pinned(Path::new(PINNED_TABLE)) {
-        Ok(_) => println!("this user: can map it; adaptive locks here use it"),
-        Err(e) => println!("this user: not in use: {e}; locks use the CPU-clock fallback"),
-    }
-    if s.loaded {
+    let usable = match Table::open_pinned(Path::new(PINNED_TABLE)) {
+        Ok(_) => {
+            println!("this user: can map it; adaptive locks here use it");
+            true
+        }
+        Err(e) => {
+            println!("this user: not in use: {e}; locks use the CPU-clock fallback");
+            false
+        }
+    };
+    if s.loaded || usable {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -56,6 +56,7 @@ fn quick_demo_shows_every_section() {
         "5. The lockmeter report of our locks, oversubscribed",
         "6. Wait histogram",
         "7. Scaling: seed 003's semaphore test",
+        "11. Kernel-assisted spinning",
     ] {
         assert!(text.contains(section), "missing '{section}':\n{text}");
     }
@@ -63,4 +64,10 @@ fn quick_demo_shows_every_section() {
         assert!(text.contains(lock), "missing {lock}");
     }
     assert!(text.contains("UTIL") && text.contains("NOWAIT") && text.contains("#occurrence"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(text.contains("adaptive-oncpu"), "root runs adaptive with the on-CPU table:\n{text}");
+    } else {
+        assert!(text.contains("skipped: adaptive-oncpu"), "without privilege the section says why:\n{text}");
+    }
 }

@@ -27,7 +27,8 @@
 //!   [`FD_ENV`] (a BPF map can only be mapped shared through a writable
 //!   descriptor).
 //! - `lockmeter oncpu enable [--group NAME]` pins a system-wide table at
-//!   [`PINNED_TABLE`], readable and writable by root and the group only.
+//!   [`PINNED_TABLE`] (in a BPF filesystem mounted at [`PIN_DIR`]),
+//!   readable and writable by root and the group only.
 //!
 //! [`install_from_environment`] tries the two in that order; the preload
 //! library calls it at start-up, a Rust program calls it once in `main`.
@@ -54,12 +55,14 @@ pub const MAP_NAME: &str = "oncpu_slots";
 pub const FD_ENV: &str = "LOCKMETER_ONCPU_FD";
 /// Environment variable that switches the table off (`LOCKMETER_ONCPU=off`).
 pub const SWITCH_ENV: &str = "LOCKMETER_ONCPU";
-/// Where the system-wide table lives in bpffs.
-pub const PIN_DIR: &str = "/sys/fs/bpf/lockmeter";
+/// Where the system-wide table lives: a BPF filesystem of its own, mounted
+/// here by `lockmeter oncpu enable`. Not under /sys/fs/bpf, which systemd
+/// mounts mode 0700: the table's group could not reach a pin there.
+pub const PIN_DIR: &str = "/run/lockmeter";
 /// The system-wide table's pinned map.
-pub const PINNED_TABLE: &str = "/sys/fs/bpf/lockmeter/oncpu_slots";
+pub const PINNED_TABLE: &str = "/run/lockmeter/oncpu_slots";
 /// The system-wide table's pinned link (keeps the program attached).
-pub const PINNED_LINK: &str = "/sys/fs/bpf/lockmeter/oncpu_link";
+pub const PINNED_LINK: &str = "/run/lockmeter/oncpu_link";
 
 /// What a slot value says about thread `tid`.
 #[inline]
@@ -281,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_missing_pinned_table_says_how_to_get_one() {
-        let err = Table::open_pinned(Path::new("/sys/fs/bpf/lockmeter-no-such-table")).err().unwrap();
+        let err = Table::open_pinned(Path::new("/run/lockmeter-no-such-table")).err().unwrap();
         let message = err.to_string();
         assert!(message.contains("no system-wide table") || message.contains("cannot open"), "{message}");
     }

@@ -36,7 +36,12 @@ impl LoadError {
             libbpf_rs::ErrorKind::PermissionDenied => Some(libc::EPERM),
             _ => None,
         };
-        LoadError::new(doing, e, errno)
+        let said = libbpf_said();
+        if errno.is_some() || said.is_empty() {
+            LoadError::new(doing, e, errno)
+        } else {
+            LoadError::new(doing, format!("{e} ({said})"), errno)
+        }
     }
 
     fn io(doing: &'static str, e: io::Error) -> Self {
@@ -62,13 +67,23 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// Keeps libbpf's own messages to warnings, prefixed so they are
-/// recognisable.
+/// libbpf's warnings since the last load: kept, not printed, and added to
+/// an error that is not a missing privilege (a verifier rejection says why
+/// there; without privilege they only repeat the error).
+static LIBBPF_SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 fn quiet_libbpf() {
-    fn print(_: PrintLevel, message: String) {
-        eprint!("lockmeter: libbpf: {message}");
+    fn keep(_: PrintLevel, message: String) {
+        let mut said = LIBBPF_SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if said.len() < 16 {
+            said.push(message.trim_end().to_string());
+        }
     }
-    libbpf_rs::set_print(Some((PrintLevel::Warn, print)));
+    libbpf_rs::set_print(Some((PrintLevel::Warn, keep)));
+}
+
+fn libbpf_said() -> String {
+    std::mem::take(&mut *LIBBPF_SAID.lock().unwrap_or_else(|e| e.into_inner())).join("; ")
 }
 
 /// The program, loaded and verified but not attached.
@@ -79,6 +94,7 @@ struct Loaded {
 impl Loaded {
     fn load() -> Result<Loaded, LoadError> {
         quiet_libbpf();
+        libbpf_said();
         let open = ObjectBuilder::default()
             .open_memory(OBJECT)
             .map_err(|e| LoadError::bpf("opening the on-CPU program", e))?;
@@ -170,19 +186,22 @@ pub enum Enabled {
 }
 
 /// Loads the program for every thread of the system and pins its table
-/// and link under [`PIN_DIR`]: owned by root and `group`, mode 0660 for the
-/// table (mapping needs a writable descriptor; it is never world-writable),
-/// 0750 for the directory, 0600 for the link. Idempotent.
+/// and link in a BPF filesystem mounted at [`PIN_DIR`]: the directory 0750
+/// and the table 0660, owned by root and `group` (mapping needs a writable
+/// descriptor; nothing is ever world-accessible), the link 0600. Idempotent.
 pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
-    check_bpffs()?;
     quiet_libbpf();
-    let already = open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists();
-    if !already {
-        // A half-made state (a crash between pins): clear it first.
-        disable()?;
-        create_pin_dir()?;
-        let mut loaded = Loaded::load()?;
-        loaded.record_only(0)?;
+    if open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists() {
+        set_permissions(group)?;
+        return Ok(Enabled::AlreadyLoaded);
+    }
+    // Load first: without privilege this is the error to report.
+    let mut loaded = Loaded::load()?;
+    loaded.record_only(0)?;
+    // A half-made state (a crash between pins): clear it first.
+    disable()?;
+    mount_pin_dir()?;
+    let pinned = (|| {
         let mut link = loaded.attach()?;
         let mut map = loaded
             .object
@@ -191,38 +210,51 @@ pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
             .ok_or_else(|| LoadError::new("pinning the table", "no table map in the object", None))?;
         map.pin(PINNED_TABLE).map_err(|e| LoadError::bpf("pinning the table", e))?;
         link.pin(PINNED_LINK).map_err(|e| LoadError::bpf("pinning the link", e))?;
+        set_permissions(group)
+    })();
+    if let Err(e) = pinned {
+        let _ = disable();
+        return Err(e);
     }
-    set_permissions(group)?;
-    Ok(if already { Enabled::AlreadyLoaded } else { Enabled::Loaded })
+    Ok(Enabled::Loaded)
 }
 
-fn check_bpffs() -> Result<(), LoadError> {
-    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-    let path = std::ffi::CString::new("/sys/fs/bpf").expect("no NUL");
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+
+fn is_bpffs(path: &str) -> bool {
+    let Ok(path) = std::ffi::CString::new(path) else { return false };
     // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::statfs(path.as_ptr(), &mut fs) } == 0;
-    if !ok || fs.f_type as i64 != BPF_FS_MAGIC {
-        return Err(LoadError::new(
-            "pinning",
-            "/sys/fs/bpf is not a BPF filesystem (mount -t bpf bpf /sys/fs/bpf)",
-            None,
-        ));
+    (unsafe { libc::statfs(path.as_ptr(), &mut fs) } == 0) && fs.f_type as i64 == BPF_FS_MAGIC
+}
+
+/// Mounts a BPF filesystem of lockmeter's own at PIN_DIR (mode 0700 until
+/// the permissions are set).
+fn mount_pin_dir() -> Result<(), LoadError> {
+    match fs::create_dir(PIN_DIR) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(LoadError::io("creating /run/lockmeter", e)),
+    }
+    if is_bpffs(PIN_DIR) {
+        return Ok(());
+    }
+    let (source, target, kind, options) = (c"bpf", c"/run/lockmeter", c"bpf", c"mode=0700");
+    // SAFETY: NUL-terminated strings; mounting has no memory effects here.
+    let mounted = unsafe {
+        libc::mount(source.as_ptr(), target.as_ptr(), kind.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, options.as_ptr().cast())
+    };
+    if mounted != 0 {
+        let e = io::Error::last_os_error();
+        let _ = fs::remove_dir(PIN_DIR);
+        return Err(LoadError::io("mounting a BPF filesystem at /run/lockmeter", e));
     }
     Ok(())
 }
 
-fn create_pin_dir() -> Result<(), LoadError> {
-    match fs::create_dir(PIN_DIR) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(LoadError::io("creating /sys/fs/bpf/lockmeter", e)),
-    }
-}
-
 fn set_permissions(group: Option<u32>) -> Result<(), LoadError> {
     let gid = group.unwrap_or(0);
-    for (path, mode) in [(PIN_DIR, 0o750), (PINNED_TABLE, 0o660), (PINNED_LINK, 0o600)] {
+    for (path, gid, mode) in [(PIN_DIR, gid, 0o750), (PINNED_TABLE, gid, 0o660), (PINNED_LINK, 0, 0o600)] {
         chown(path, Some(0), Some(gid)).map_err(|e| LoadError::io("setting the table's owner", e))?;
         fs::set_permissions(path, fs::Permissions::from_mode(mode))
             .map_err(|e| LoadError::io("setting the table's mode", e))?;
@@ -232,13 +264,13 @@ fn set_permissions(group: Option<u32>) -> Result<(), LoadError> {
 
 /// Detaches the system-wide program, clears the table (a process that
 /// still maps it then reads "unknown" and falls back, rather than a frozen
-/// "running") and removes the pins. Returns whether anything was loaded;
-/// nothing loaded is not an error.
+/// "running"), removes the pins and unmounts PIN_DIR. Returns whether
+/// anything was loaded; nothing loaded is not an error.
 pub fn disable() -> Result<bool, LoadError> {
+    quiet_libbpf();
     // A tracing link cannot be detached on request (EOPNOTSUPP): it goes
     // when its last reference, the pin, does. Note the program first, to
     // wait for it to be gone before clearing the table it writes.
-    quiet_libbpf();
     let program = open_pinned_link()
         .and_then(|link| libbpf_rs::query::LinkInfo::from_fd(link.as_fd()).ok())
         .map(|info| info.prog_id);
@@ -251,10 +283,18 @@ pub fn disable() -> Result<bool, LoadError> {
         clear(&table);
     }
     found |= remove_pin(PINNED_TABLE)?;
+    if is_bpffs(PIN_DIR) {
+        let target = c"/run/lockmeter";
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+            return Err(LoadError::io("unmounting /run/lockmeter", io::Error::last_os_error()));
+        }
+        found = true;
+    }
     match fs::remove_dir(PIN_DIR) {
         Ok(()) => found = true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(LoadError::io("removing /sys/fs/bpf/lockmeter", e)),
+        Err(e) => return Err(LoadError::io("removing /run/lockmeter", e)),
     }
     Ok(found)
 }
@@ -364,9 +404,14 @@ pub fn status(sample_for: Duration) -> Status {
             status.reason = Some(match fs::metadata(PIN_DIR) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    format!("{PIN_DIR} exists but this user may not read it (root and the table's group may)")
+                    format!("{PIN_DIR} is not readable by this user (root and the table's group may read it)")
                 }
-                _ if Path::new(PINNED_LINK).exists() => "pinned, but the link cannot be opened (needs CAP_BPF, or root)".to_string(),
+                Ok(_) if fs::read_dir(PIN_DIR).is_err() => {
+                    format!("{PIN_DIR} is not readable by this user (root and the table's group may read it)")
+                }
+                _ if Path::new(PINNED_LINK).exists() => {
+                    format!("pinned at {PINNED_TABLE} (whether its program is attached takes CAP_BPF or root to tell)")
+                }
                 _ => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
             });
         }
