@@ -64,6 +64,10 @@ pub struct Experiment {
     /// stores per acquisition; `Full` adds wait and hold times (the
     /// lockmeter report) at the price of two cycle-counter reads.
     pub recording: Recording,
+    /// Pin worker `i` to the `i mod n`-th CPU this process may use (on
+    /// many-core machines, to keep the scheduler's placement out of the
+    /// comparison); unpinned by default, as programs run.
+    pub pin: bool,
 }
 
 /// One point of the grid.
@@ -267,10 +271,7 @@ impl Experiment {
     /// before any runs twice); `progress` is called before each run.
     pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {
         let points = self.points();
-        if points.iter().any(|p| p.lock.needs_table()) {
-            // Load it now: a missing privilege fails before any run.
-            crate::oncpu_table::use_table(true)?;
-        }
+        crate::variants::prepare(points.iter().map(|p| p.lock))?;
         let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
         for repeat in 0..self.repeat {
             for (i, point) in points.iter().enumerate() {
@@ -283,9 +284,9 @@ impl Experiment {
                     repeat + 1,
                     self.repeat
                 ));
-                crate::oncpu_table::use_table(point.lock.needs_table())?;
+                crate::variants::switch_for(point.lock)?;
                 let run = self.run_point(point, calibration);
-                crate::oncpu_table::use_table(false)?;
+                crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults
                 runs[i].push(run?);
             }
         }
@@ -354,9 +355,14 @@ impl Experiment {
         // and this thread is not delayed by busy workers.
         let gate = Arc::new(StartGate::default());
         let mut workers = Vec::with_capacity(point.threads);
+        let cpus = if self.pin { allowed_cpus() } else { Vec::new() };
         for index in 0..point.threads {
             let (shared, stop_flag, worker_gate, body) = (shared.clone(), stop.clone(), gate.clone(), body.clone());
+            let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
             let spawned = std::thread::Builder::new().spawn(move || {
+                if let Some(cpu) = cpu {
+                    pin_to(cpu);
+                }
                 worker_gate.check_in_and_wait();
                 worker(&shared, &body, index as u64, &stop_flag)
             });
@@ -546,6 +552,30 @@ fn process_cpu_seconds() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // fills at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET reads the set within its size.
+    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
+}
+
+/// Pins the calling thread to `cpu` (best effort: an unpinned worker still
+/// measures correctly).
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within
+    // it for cpu < CPU_SETSIZE (allowed_cpus only returns such).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, lock: String) -> PointResult {
     let ops_runs: Vec<f64> = runs.iter().map(|r| r.ops_per_sec).collect();
     let ops = median(&mut ops_runs.clone());
@@ -636,6 +666,7 @@ mod tests {
             // Odd, so the median is one run's figure.
             repeat: 3,
             recording,
+            pin: false,
         }
     }
 

@@ -10,11 +10,11 @@
 
 pub mod experiment;
 mod locks;
-mod oncpu_table;
+mod variants;
 pub mod plot;
 pub mod render;
 pub mod torture;
 pub mod work;
 pub mod workloads;
 
-pub use locks::{BenchLock, LockKind, LockVisitor, Recording};
+pub use locks::{BenchLock, LockKind, LockVisitor, Recording, Variant};

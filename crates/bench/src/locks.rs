@@ -63,12 +63,50 @@ pub enum LockKind {
     /// A bare test-and-set flag: the floor of a lock+unlock pair's cost
     /// (not a usable lock: it never sleeps and has no backoff).
     TasFloor,
-    /// `adaptive` asking the on-CPU table (a BPF program loaded for the
-    /// run; needs CAP_BPF and CAP_PERFMON, or root) whether its owner runs.
-    AdaptiveOnCpu {
+    /// One of ours with one decision changed, for experiments.
+    Variant {
+        /// Which.
+        variant: Variant,
         /// What it records.
         recording: Recording,
     },
+}
+
+/// Our locks with one decision changed: what the decision is worth is the
+/// difference to the plain lock in the same run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// `adaptive` asking the on-CPU table (a BPF program loaded for the
+    /// run; needs CAP_BPF and CAP_PERFMON, or root) whether its owner runs.
+    AdaptiveOnCpu,
+    /// `adaptive` that keeps spinning when the lock changes owner (the
+    /// kernel mutex before seed 000's patch).
+    AdaptiveNoBail,
+    /// `ticket` checking the lock after every pause (seed 003 without its
+    /// proportional backoff).
+    TicketNoBackoff,
+}
+
+impl Variant {
+    /// Every variant.
+    pub const ALL: [Variant; 3] = [Variant::AdaptiveOnCpu, Variant::AdaptiveNoBail, Variant::TicketNoBackoff];
+
+    /// The stable name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Variant::AdaptiveOnCpu => "adaptive-oncpu",
+            Variant::AdaptiveNoBail => "adaptive-nobail",
+            Variant::TicketNoBackoff => "ticket-nobackoff",
+        }
+    }
+
+    /// The algorithm it changes.
+    pub const fn algorithm(self) -> Algorithm {
+        match self {
+            Variant::AdaptiveOnCpu | Variant::AdaptiveNoBail => Algorithm::Adaptive,
+            Variant::TicketNoBackoff => Algorithm::Ticket,
+        }
+    }
 }
 
 impl LockKind {
@@ -85,7 +123,7 @@ impl LockKind {
     pub fn recording(self, recording: Recording) -> LockKind {
         match self {
             LockKind::Ours { algorithm, .. } => LockKind::Ours { algorithm, recording },
-            LockKind::AdaptiveOnCpu { .. } => LockKind::AdaptiveOnCpu { recording },
+            LockKind::Variant { variant, .. } => LockKind::Variant { variant, recording },
             peer => peer,
         }
     }
@@ -100,20 +138,23 @@ impl LockKind {
             LockKind::Std => "std",
             LockKind::ParkingLot => "parking_lot",
             LockKind::TasFloor => "tas-floor",
-            LockKind::AdaptiveOnCpu { .. } => "adaptive-oncpu",
+            LockKind::Variant { variant, .. } => variant.name(),
         }
     }
 
-    /// Whether the lock needs the on-CPU table loaded while it runs.
-    pub fn needs_table(self) -> bool {
-        matches!(self, LockKind::AdaptiveOnCpu { .. })
+    /// The variant, if this is one.
+    pub fn variant(self) -> Option<Variant> {
+        match self {
+            LockKind::Variant { variant, .. } => Some(variant),
+            _ => None,
+        }
     }
 
     /// The name for tables: the stable name, with "+stats" for one of ours
     /// that records statistics.
     pub fn label(self) -> String {
         match self {
-            LockKind::Ours { recording: Recording::Full, .. } | LockKind::AdaptiveOnCpu { recording: Recording::Full } => {
+            LockKind::Ours { recording: Recording::Full, .. } | LockKind::Variant { recording: Recording::Full, .. } => {
                 format!("{}+stats", self.name())
             }
             other => other.name().to_string(),
@@ -122,7 +163,7 @@ impl LockKind {
 
     /// Whether this is one of our algorithms.
     pub fn is_ours(self) -> bool {
-        matches!(self, LockKind::Ours { .. } | LockKind::AdaptiveOnCpu { .. })
+        matches!(self, LockKind::Ours { .. } | LockKind::Variant { .. })
     }
 
     /// Runs `visitor` with this kind of lock.
@@ -144,9 +185,10 @@ impl LockKind {
             }
             LockKind::Ours { algorithm, recording: Recording::Counts } => ours::<V, Counts>(algorithm, visitor),
             LockKind::Ours { algorithm, recording: Recording::Full } => ours::<V, LockStats>(algorithm, visitor),
-            // The same lock as `adaptive`: the experiment switches the table on.
-            LockKind::AdaptiveOnCpu { recording } => {
-                LockKind::Ours { algorithm: Algorithm::Adaptive, recording }.visit(visitor)
+            // The same lock as its algorithm: the experiment switches the
+            // decision while the variant runs (see `variants.rs`).
+            LockKind::Variant { variant, recording } => {
+                LockKind::Ours { algorithm: variant.algorithm(), recording }.visit(visitor)
             }
             LockKind::Glibc => visitor.visit(|| GlibcMutex::new(libc::PTHREAD_MUTEX_NORMAL, false)),
             LockKind::GlibcAdaptive => visitor.visit(|| GlibcMutex::new(PTHREAD_MUTEX_ADAPTIVE_NP, false)),
@@ -172,7 +214,8 @@ impl FromStr for LockKind {
         }
         LockKind::PEERS
             .into_iter()
-            .chain([LockKind::TasFloor, LockKind::AdaptiveOnCpu { recording: Recording::Off }])
+            .chain([LockKind::TasFloor])
+            .chain(Variant::ALL.map(|variant| LockKind::Variant { variant, recording: Recording::Off }))
             .find(|k| k.name() == s)
             .ok_or_else(|| format!("unknown lock '{s}'"))
     }

@@ -83,7 +83,7 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
             "peers" => LockKind::PEERS.to_vec(),
             "all" => LockKind::ours().chain(LockKind::PEERS).collect(),
             name => vec![name.parse::<LockKind>().map_err(|_| {
-                format!("unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, glibc, glibc-adaptive, glibc-pi, std, parking_lot, tas-floor)")
+                format!("unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, glibc, glibc-adaptive, glibc-pi, std, parking_lot, tas-floor, or the variants adaptive-oncpu, adaptive-nobail, ticket-nobackoff)")
             })?],
         };
         for kind in group {

@@ -47,6 +47,8 @@ pub struct Options {
     pub histogram_threads: Option<usize>,
     pub fs: Option<PathBuf>,
     pub quick: bool,
+    /// Pin worker i to the i-th allowed CPU.
+    pub pin: bool,
 }
 
 /// Checks option combinations clap cannot express; a usage error.
@@ -99,6 +101,7 @@ pub fn run(o: Options) -> Result<(), String> {
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
         recording: Recording::Counts,
+        pin: o.pin,
     };
     let calibration = Calibration::measure();
     let mut progress = Progress::new(experiment.total_runs());

@@ -36,6 +36,7 @@ fn scaling_sweep(settings: &Settings) -> Experiment {
         run: settings.run / 3,
         repeat: settings.rounds as usize,
         recording: Recording::Counts,
+        pin: false,
     }
 }
 
@@ -78,6 +79,7 @@ impl Scenario {
             run: settings.run,
             repeat,
             recording,
+            pin: false,
         }
     }
 }
@@ -197,7 +199,7 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
         workload: Workload::Duty,
         locks: vec![
             LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, recording: Recording::Counts },
-            LockKind::AdaptiveOnCpu { recording: Recording::Counts },
+            LockKind::Variant { variant: lockmeter_bench::Variant::AdaptiveOnCpu, recording: Recording::Counts },
         ],
         threads: vec![16],
         periods_ns: vec![20_000],
@@ -205,6 +207,7 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
         run: settings.run,
         repeat: settings.rounds as usize,
         recording: Recording::Counts,
+        pin: false,
     };
     let points = match experiment.run(calibration, |_| {}) {
         Ok(report) => report.points,

@@ -81,7 +81,11 @@ enum Command {
         /// duty (seed 001), sem (seed 003) or dir (seed 000/002).
         #[arg(value_enum)]
         workload: bench::WorkloadName,
-        /// Locks: names, or the groups ours, peers, all [default: all].
+        /// Locks: names, or the groups ours, peers, all [default: all]. Also
+        /// tas-floor (a bare test-and-set pair, the floor) and variants that
+        /// switch one decision: adaptive-oncpu (the BPF on-CPU table; root),
+        /// adaptive-nobail (keeps spinning when the owner changes, seed 000),
+        /// ticket-nobackoff (no proportional backoff, seed 003).
         #[arg(long, value_parser = args::lock_list)]
         locks: Option<args::List<LockKind>>,
         /// Thread counts [default: 1,2,4,8,16,64,256].
@@ -124,6 +128,10 @@ enum Command {
         /// unless given): checks the output, measures nothing worth quoting.
         #[arg(long)]
         quick: bool,
+        /// Pin worker i to the (i mod n)-th CPU this process may use (for
+        /// many-core machines; combine with taskset to choose the CPUs).
+        #[arg(long)]
+        pin: bool,
     },
     /// Draw the plots of a saved `lockmeter bench --format json` report,
     /// without running it again.
@@ -410,6 +418,7 @@ fn main() -> ExitCode {
             histogram_threads,
             fs,
             quick,
+            pin,
         } => {
             let options = bench::Options {
             workload,
@@ -426,6 +435,7 @@ fn main() -> ExitCode {
             histogram_threads: histogram_threads.map(|t| t as usize),
             fs,
             quick,
+            pin,
             };
             if let Err(message) = bench::validate(&options) {
                 eprintln!("lockmeter: error: {message}");

@@ -42,7 +42,8 @@ fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
         assert!(histogram > 0, "{lock}: some acquisitions were timed");
         let fairness = &p["per_thread_ops"];
         assert!(fairness["min"].as_u64().unwrap() <= fairness["max"].as_u64().unwrap());
-        let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok();
+        let variants = ["adaptive-oncpu", "adaptive-nobail", "ticket-nobackoff"];
+        let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok() || variants.contains(&lock);
         for key in ["acquisitions", "contended", "spun", "slept"] {
             assert_eq!(p[key].is_u64(), ours, "{lock}: {key} is a number for ours, null for peers");
         }
@@ -189,4 +190,20 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not a lockmeter bench JSON report"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The variants run beside their plain locks, named as asked; adaptive's
+/// spins say who decided them.
+#[test]
+fn variants_run_beside_their_locks() {
+    let report = run_json(&["bench", "sem", "--locks", "adaptive,adaptive-nobail,ticket,ticket-nobackoff", "--threads", "4"]);
+    check_points(&report, "sem", 4, &[4]);
+    let names: Vec<&str> = report["points"].as_array().unwrap().iter().map(|p| p["lock"].as_str().unwrap()).collect();
+    assert_eq!(names, ["adaptive", "adaptive-nobail", "ticket", "ticket-nobackoff"]);
+    for p in report["points"].as_array().unwrap() {
+        if let Some(spins) = p.get("spins_on_owner") {
+            assert!(p["lock"].as_str().unwrap().starts_with("adaptive"), "only adaptive spins on an owner: {p}");
+            assert_eq!(spins["decided_by_table"], 0, "no table was asked for: {p}");
+        }
+    }
 }

@@ -314,7 +314,7 @@ impl<R: Recorder> RawAdaptive<R> {
     #[inline(always)]
     fn spin_while_owner_runs(
         &self,
-        owner: u32,
+        mut owner: u32,
         new_word: u32,
         deadline: Option<Instant>,
         mut budget: SpinBudget,
@@ -335,11 +335,19 @@ impl<R: Recorder> RawAdaptive<R> {
                     self.spin_succeeded(elapsed);
                     return (SpinEnd::Acquired, elapsed);
                 }
-                return (SpinEnd::OwnerChanged, elapsed);
+                if config::bail_on_owner_change() {
+                    return (SpinEnd::OwnerChanged, elapsed);
+                }
+                continue;
             }
             // A new owner means heavy contention; queue instead (seed 000).
+            // (Without the bail-out, an experiment, chase the new owner.)
             if current != owner {
-                return (SpinEnd::OwnerChanged, budget.elapsed());
+                if config::bail_on_owner_change() {
+                    return (SpinEnd::OwnerChanged, budget.elapsed());
+                }
+                owner = current;
+                *watch = OwnerWatch::new(owner);
             }
             // The run-time switch (seed 002's NO_MUTEX_SPIN).
             if !config::spinning_enabled() || deadline.is_some_and(|d| Instant::now() >= d) {

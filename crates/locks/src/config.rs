@@ -6,8 +6,16 @@
 //! - `LOCKMETER_HANDOFF_US=N` sets how long an `adaptive` waiter may be
 //!   passed over by barging threads before the lock is handed to it
 //!   (default 1000 µs).
+//!
+//! Two more switches exist for experiments that remove one decision to
+//! measure what it is worth (`lockmeter bench`'s `adaptive-nobail` and
+//! `ticket-nobackoff`); production code leaves them on:
+//! - [`set_bail_on_owner_change`]: `adaptive` stops spinning when the lock
+//!   changes owner (seed 000);
+//! - [`set_proportional_backoff`]: `ticket` waits `factor x ahead` pauses
+//!   between checks (seed 003).
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 const UNREAD: u8 = 0;
@@ -15,6 +23,8 @@ const ON: u8 = 1;
 const OFF: u8 = 2;
 
 static SPINNING: AtomicU8 = AtomicU8::new(UNREAD);
+static BAIL_ON_OWNER_CHANGE: AtomicBool = AtomicBool::new(true);
+static PROPORTIONAL_BACKOFF: AtomicBool = AtomicBool::new(true);
 /// Handoff bound in nanoseconds; `u64::MAX` means "not read yet".
 static HANDOFF_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -67,4 +77,29 @@ fn read_handoff_bound() -> Duration {
 /// Sets the `adaptive` starvation bound for every lock in the process.
 pub fn set_handoff_bound(bound: Duration) {
     HANDOFF_NS.store((bound.as_nanos() as u64).min(u64::MAX - 1), Ordering::Relaxed);
+}
+
+/// Whether an `adaptive` spinner stops when the lock changes owner.
+#[inline]
+pub fn bail_on_owner_change() -> bool {
+    BAIL_ON_OWNER_CHANGE.load(Ordering::Relaxed)
+}
+
+/// Experiments only: `false` makes `adaptive` keep spinning on each new
+/// owner (the kernel mutex before seed 000's patch).
+pub fn set_bail_on_owner_change(enabled: bool) {
+    BAIL_ON_OWNER_CHANGE.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether `ticket` waiters back off in proportion to their place in line.
+#[inline]
+pub fn proportional_backoff() -> bool {
+    PROPORTIONAL_BACKOFF.load(Ordering::Relaxed)
+}
+
+/// Experiments only: `false` makes `ticket` waiters check the lock after
+/// every pause (a plain ticket spinlock, still parking when the spin budget
+/// runs out).
+pub fn set_proportional_backoff(enabled: bool) {
+    PROPORTIONAL_BACKOFF.store(enabled, Ordering::Relaxed);
 }

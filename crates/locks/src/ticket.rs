@@ -135,7 +135,7 @@ impl<R: Recorder> RawTicket<R> {
                 continue;
             }
             // Proportional backoff (seed 003): delay = factor x ahead.
-            let delay = if cfg!(loom) { 1 } else { factor.saturating_mul(ahead) };
+            let delay = if cfg!(loom) || !config::proportional_backoff() { 1 } else { factor.saturating_mul(ahead) };
             for _ in 0..delay {
                 spin_hint();
             }

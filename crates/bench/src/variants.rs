@@ -1,7 +1,11 @@
-//! The on-CPU table for `adaptive-oncpu`: loaded once per process (on first
-//! use), switched on only while that lock runs, so `adaptive` in the same
-//! run keeps its fallback.
+//! Switching a variant's decision on while it runs, and back off after:
+//! the on-CPU table for `adaptive-oncpu` (loaded once per process, on first
+//! use), seed 000's bail-out for `adaptive-nobail`, seed 003's backoff for
+//! `ticket-nobackoff`. Runs never overlap, so the plain locks of the same
+//! run keep their defaults.
 
+use crate::locks::{LockKind, Variant};
+use lockmeter_locks::config;
 use lockmeter_locks::oracle::{self, OnCpuSource, OwnerState};
 use lockmeter_oncpu::loader::Private;
 use lockmeter_oncpu::Table;
@@ -36,8 +40,7 @@ fn load() -> Result<&'static Switchable, String> {
     Ok(source)
 }
 
-/// Switches the table on (loading it the first time) or off.
-pub fn use_table(on: bool) -> Result<(), String> {
+fn use_table(on: bool) -> Result<(), String> {
     if !on {
         if let Some(Ok(source)) = LOADED.get() {
             source.on.store(false, Ordering::Relaxed);
@@ -47,4 +50,22 @@ pub fn use_table(on: bool) -> Result<(), String> {
     let source = LOADED.get_or_init(load).clone()?;
     source.on.store(true, Ordering::Relaxed);
     Ok(())
+}
+
+/// Loads what the variants among `locks` need, so a missing privilege
+/// fails before any run.
+pub fn prepare(locks: impl IntoIterator<Item = LockKind>) -> Result<(), String> {
+    if locks.into_iter().any(|l| l.variant() == Some(Variant::AdaptiveOnCpu)) {
+        use_table(true)?;
+        use_table(false)?;
+    }
+    Ok(())
+}
+
+/// Sets every switch as `lock` needs it (defaults for a plain lock).
+pub fn switch_for(lock: LockKind) -> Result<(), String> {
+    let variant = lock.variant();
+    config::set_bail_on_owner_change(variant != Some(Variant::AdaptiveNoBail));
+    config::set_proportional_backoff(variant != Some(Variant::TicketNoBackoff));
+    use_table(variant == Some(Variant::AdaptiveOnCpu))
 }
