@@ -433,7 +433,9 @@ fn private_table(command: &mut Command) -> Result<(lockmeter_oncpu::loader::Priv
     }
     // SAFETY: `raw` was just created and nobody else owns it.
     let inheritable = unsafe { OwnedFd::from_raw_fd(raw) };
-    command.env(lockmeter_oncpu::FD_ENV, raw.to_string());
+    // CMD installs the table only if lockmeter is its parent: not in
+    // processes CMD forks, which the program does not record.
+    command.env(lockmeter_oncpu::FD_ENV, format!("{raw}:{}", std::process::id()));
     Ok((program, inheritable))
 }
 

@@ -93,15 +93,18 @@ fn subjects() -> PathBuf {
     binary
 }
 
-/// `hold`: main holds a lock asleep for 200 ms while a thread waits.
-fn served_hold(oncpu: bool) -> (Output, Option<Profile>) {
+/// `hold`: main holds a lock asleep for 200 ms while a thread waits;
+/// `wrapper` runs it through another program that executes it.
+fn served_hold(oncpu: bool, wrapper: Option<&str>) -> (Output, Option<Profile>) {
     let subjects = subjects();
-    let file = subjects.with_file_name(format!("hold.{oncpu}.json"));
+    let file = subjects.with_file_name(format!("hold.{oncpu}.{}.json", wrapper.is_some()));
     let mut args = vec!["run", "--lock", "adaptive", "--format", "json", "-o", file.to_str().unwrap()];
     if oncpu {
         args.push("--oncpu");
     }
-    args.extend(["--", subjects.to_str().unwrap(), "hold"]);
+    args.push("--");
+    args.extend(wrapper);
+    args.extend([subjects.to_str().unwrap(), "hold"]);
     let output = lockmeter(&args);
     (output, Profile::load(&file).ok())
 }
@@ -110,24 +113,30 @@ fn served_hold(oncpu: bool) -> (Output, Option<Profile>) {
 fn run_oncpu_hands_the_program_a_private_table() {
     let _alone = alone();
     if !is_root() {
-        let (output, _) = served_hold(true);
+        let (output, _) = served_hold(true, None);
         assert_eq!(output.status.code(), Some(1), "{}", text(&output));
         assert!(text(&output).contains("CAP_BPF"), "says what is missing: {}", text(&output));
         eprintln!("SKIPPED (not root): checked that --oncpu fails cleanly without privilege");
         return;
     }
-    let (output, profile) = served_hold(true);
+    let (output, profile) = served_hold(true, None);
     assert!(output.status.success(), "{}", text(&output));
     let oncpu = profile.expect("a profile").oncpu.expect("the profile says how spins were decided");
     assert_eq!(oncpu.table, "handed", "{oncpu:?}");
     assert!(oncpu.spins_by_table >= 1, "the waiter's spin on the sleeping owner was the table's call: {oncpu:?}");
     assert_eq!(oncpu.spins_by_cpu_clock, 0, "{oncpu:?}");
 
+    // A wrapper that executes the program keeps the pid the table records.
+    let (output, profile) = served_hold(true, Some("/usr/bin/env"));
+    assert!(output.status.success(), "{}", text(&output));
+    let oncpu = profile.expect("a profile").oncpu.expect("the profile says how spins were decided");
+    assert_eq!(oncpu.table, "handed", "through env(1): {oncpu:?}");
+
     // Nothing of the private table outlives the run.
     assert!(!Path::new(PIN_DIR).exists());
 
     if !Path::new(PIN_DIR).exists() {
-        let (output, profile) = served_hold(false);
+        let (output, profile) = served_hold(false, None);
         assert!(output.status.success(), "{}", text(&output));
         let oncpu = profile.expect("a profile").oncpu.expect("adaptive served: the profile says");
         assert_eq!(oncpu.table, "none", "{oncpu:?}");

@@ -33,6 +33,11 @@
 //! [`install_from_environment`] tries the two in that order; the preload
 //! library calls it at start-up, a Rust program calls it once in `main`.
 
+// A slot is read with one 64-bit load from read-only memory; a 32-bit
+// target would need a locked cmpxchg8b, which writes.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("the on-CPU table needs a 64-bit target");
+
 #[cfg(feature = "loader")]
 pub mod loader;
 mod syscall;
@@ -51,7 +56,10 @@ pub const SLOTS: usize = 1 << 16;
 /// The BPF map's name (the kernel keeps 15 characters of it).
 pub const MAP_NAME: &str = "oncpu_slots";
 /// Environment variable naming the descriptor of a table handed to a
-/// process by `lockmeter run --oncpu`.
+/// process by `lockmeter run --oncpu`, and the pid of that lockmeter:
+/// `FD:PARENT`. The table records lockmeter's child (under every program
+/// it executes: the pid stays); a process whose parent is another (a child
+/// CMD forked) is not recorded, so it does not install the table.
 pub const FD_ENV: &str = "LOCKMETER_ONCPU_FD";
 /// Environment variable that switches the table off (`LOCKMETER_ONCPU=off`).
 pub const SWITCH_ENV: &str = "LOCKMETER_ONCPU";
@@ -125,8 +133,9 @@ impl Table {
     }
 
     /// Adopts the descriptor a parent handed over (not closed on failure:
-    /// it is not ours to close). The descriptor is marked close-on-exec:
-    /// only the process the table records has any use for it.
+    /// it is not ours to close). The original stays open across exec: a
+    /// wrapper (`env`, `taskset`, `sh -c`) that executes the real program
+    /// keeps its pid, and the table records that pid.
     pub fn from_inherited(raw: RawFd) -> Result<Table, OpenError> {
         // SAFETY: fcntl on any number is harmless; failure means no such fd.
         if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
@@ -138,11 +147,7 @@ impl Table {
             return Err(OpenError::NotATable(io::Error::last_os_error()));
         }
         // SAFETY: `own` was just created and is owned by nobody else.
-        let table = Table::from_fd(unsafe { OwnedFd::from_raw_fd(own) })?;
-        // SAFETY: the original is now redundant; keep it from leaking into
-        // programs this one executes.
-        unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) };
-        Ok(table)
+        Table::from_fd(unsafe { OwnedFd::from_raw_fd(own) })
     }
 
     /// The raw slot of `tid`: one plain load.
@@ -196,6 +201,10 @@ impl fmt::Display for OpenError {
             OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::NotFound => {
                 write!(f, "no system-wide table at {path} (`lockmeter oncpu enable` loads one)")
             }
+            OpenError::Pinned(_, e) if e.raw_os_error() == Some(libc::EPERM) => write!(
+                f,
+                "the bpf() system call is refused here (a seccomp filter, or unprivileged BPF disabled on kernels before 5.19)"
+            ),
             OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 write!(f, "{path}: permission denied (only root and the group given to `lockmeter oncpu enable --group` may map it)")
             }
@@ -226,14 +235,22 @@ pub enum NotInstalled {
     BadVariable(String),
     /// The table could not be opened.
     Open(OpenError),
+    /// The handed table records another process (this one was forked by
+    /// the process it records).
+    OtherProcess,
+    /// This process is in a pid namespace other than the one the table's
+    /// tids are numbered in.
+    PidNamespace,
 }
 
 impl fmt::Display for NotInstalled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NotInstalled::SwitchedOff => write!(f, "{SWITCH_ENV}=off"),
-            NotInstalled::BadVariable(v) => write!(f, "{FD_ENV}='{v}' is not a descriptor number"),
+            NotInstalled::BadVariable(v) => write!(f, "{FD_ENV}='{v}' is not FD:PARENT"),
             NotInstalled::Open(e) => e.fmt(f),
+            NotInstalled::OtherProcess => write!(f, "the handed table records the process lockmeter started, not this one"),
+            NotInstalled::PidNamespace => write!(f, "this process is in a pid namespace of its own; the table numbers threads as the host does"),
         }
     }
 }
@@ -245,15 +262,53 @@ pub fn install_from_environment() -> Result<Origin, NotInstalled> {
     if std::env::var(SWITCH_ENV).is_ok_and(|v| v == "off" || v == "0") {
         return Err(NotInstalled::SwitchedOff);
     }
+    if !in_initial_pid_namespace() {
+        return Err(NotInstalled::PidNamespace);
+    }
     let (table, origin) = match std::env::var(FD_ENV) {
         Ok(value) => {
-            let raw: RawFd = value.trim().parse().map_err(|_| NotInstalled::BadVariable(value.clone()))?;
+            let (raw, parent) = parse_handed(&value).ok_or_else(|| NotInstalled::BadVariable(value.clone()))?;
+            // SAFETY: getppid has no preconditions.
+            if parent != unsafe { libc::getppid() } as u32 {
+                return Err(NotInstalled::OtherProcess);
+            }
             (Table::from_inherited(raw).map_err(NotInstalled::Open)?, Origin::Handed(raw))
         }
-        Err(_) => (Table::open_pinned(Path::new(PINNED_TABLE)).map_err(NotInstalled::Open)?, Origin::Pinned),
+        Err(_) => {
+            // Look before calling bpf(): most processes have no table, and
+            // a bpf() call may be refused (or fatal) under a seccomp filter.
+            if let Err(e) = std::fs::metadata(PINNED_TABLE) {
+                return Err(NotInstalled::Open(OpenError::Pinned(PINNED_TABLE.to_string(), e)));
+            }
+            (Table::open_pinned(Path::new(PINNED_TABLE)).map_err(NotInstalled::Open)?, Origin::Pinned)
+        }
     };
     oracle::install_source(Box::leak(Box::new(table)));
+    if matches!(origin, Origin::Handed(_)) {
+        // A child this process forks is not recorded: it forgets the table.
+        extern "C" fn forget() {
+            oracle::remove_source();
+        }
+        // SAFETY: registers a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+    }
     Ok(origin)
+}
+
+/// `FD:PARENT` as [`FD_ENV`] carries it.
+pub fn parse_handed(value: &str) -> Option<(RawFd, u32)> {
+    let (fd, pid) = value.trim().split_once(':')?;
+    Some((fd.parse().ok()?, pid.parse().ok()?))
+}
+
+/// Whether this process sees the initial pid namespace's numbers, the
+/// ones the BPF program records (`task->pid`); inside a container a tid is
+/// another number, and a tag check would compare unrelated threads.
+pub fn in_initial_pid_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    /// The inode of the initial pid namespace (PROC_PID_INIT_INO).
+    const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INITIAL_PID_NAMESPACE)
 }
 
 #[cfg(test)]
@@ -280,6 +335,15 @@ mod tests {
         let err = Table::from_fd(OwnedFd::from(file)).err().expect("a file is not a table");
         assert!(matches!(err, OpenError::NotATable(_)), "{err}");
         assert!(Table::from_inherited(987_654).is_err());
+    }
+
+    #[test]
+    fn a_handed_table_names_its_descriptor_and_process() {
+        assert_eq!(parse_handed("7:1234"), Some((7, 1234)));
+        assert_eq!(parse_handed(" 7:1234\n"), Some((7, 1234)));
+        assert_eq!(parse_handed("7"), None);
+        assert_eq!(parse_handed("x:1"), None);
+        assert!(in_initial_pid_namespace(), "the tests run in the host's pid namespace");
     }
 
     #[test]

@@ -76,14 +76,23 @@ fn quiet_libbpf() {
     fn keep(_: PrintLevel, message: String) {
         let mut said = LIBBPF_SAID.lock().unwrap_or_else(|e| e.into_inner());
         if said.len() < 16 {
-            said.push(message.trim_end().to_string());
+            said.push(message.trim_end().replace('\n', "; "));
         }
     }
     libbpf_rs::set_print(Some((PrintLevel::Warn, keep)));
 }
 
 fn libbpf_said() -> String {
-    std::mem::take(&mut *LIBBPF_SAID.lock().unwrap_or_else(|e| e.into_inner())).join("; ")
+    let mut said = std::mem::take(&mut *LIBBPF_SAID.lock().unwrap_or_else(|e| e.into_inner())).join("; ");
+    if said.len() > 400 {
+        let mut cut = 400;
+        while !said.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        said.truncate(cut);
+        said.push_str(" ...");
+    }
+    said
 }
 
 /// The program, loaded and verified but not attached.
@@ -145,6 +154,7 @@ impl Private {
     /// Loads the program recording only process `tgid`'s threads (`0`: all
     /// threads of the system) and attaches it.
     pub fn load(tgid: u32) -> Result<Private, LoadError> {
+        check_pid_namespace()?;
         let loaded = Loaded::load()?;
         loaded.record_only(tgid)?;
         let link = loaded.attach()?;
@@ -154,6 +164,7 @@ impl Private {
     /// Loads the program without recording anybody yet; call
     /// [`Private::record_only`] once the process to record exists.
     pub fn load_idle() -> Result<Private, LoadError> {
+        check_pid_namespace()?;
         let loaded = Loaded::load()?;
         loaded.record_only(u32::MAX)?; // no process has this tgid
         let link = loaded.attach()?;
@@ -176,6 +187,16 @@ impl Private {
     }
 }
 
+/// The program records host tids; a loader inside a pid namespace would
+/// filter on, and readers compare, numbers of another numbering.
+fn check_pid_namespace() -> Result<(), LoadError> {
+    if crate::in_initial_pid_namespace() {
+        Ok(())
+    } else {
+        Err(LoadError::new("loading the on-CPU program", "this process is in a pid namespace of its own; run lockmeter in the host's", None))
+    }
+}
+
 /// What [`enable`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Enabled {
@@ -191,8 +212,14 @@ pub enum Enabled {
 /// descriptor; nothing is ever world-accessible), the link 0600. Idempotent.
 pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
     quiet_libbpf();
+    check_pid_namespace()?;
     if open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists() {
-        set_permissions(group)?;
+        // Without --group, keep the group it has.
+        let kept = {
+            use std::os::unix::fs::MetadataExt;
+            fs::metadata(PINNED_TABLE).map(|m| m.gid()).ok()
+        };
+        set_permissions(group.or(kept))?;
         return Ok(Enabled::AlreadyLoaded);
     }
     // Load first: without privilege this is the error to report.
@@ -277,7 +304,13 @@ pub fn disable() -> Result<bool, LoadError> {
     let mut found = program.is_some();
     found |= remove_pin(PINNED_LINK)?;
     if let Some(id) = program {
-        wait_until_unloaded(id, Duration::from_secs(5));
+        if !wait_until_unloaded(id, Duration::from_secs(5)) {
+            return Err(LoadError::new(
+                "detaching the program",
+                format!("program {id} still loaded 5 s after its link was unpinned (another process holds it?)"),
+                None,
+            ));
+        }
     }
     if let Ok(table) = crate::syscall::obj_get(Path::new(PINNED_TABLE)) {
         clear(&table);
@@ -326,12 +359,16 @@ pub fn program_loaded(id: u32) -> bool {
 }
 
 /// The kernel frees a link and its program shortly after the last
-/// reference goes (from a work queue); wait for it.
-fn wait_until_unloaded(id: u32, at_most: Duration) {
+/// reference goes (from a work queue); wait for it. Returns whether it went.
+fn wait_until_unloaded(id: u32, at_most: Duration) -> bool {
     let end = Instant::now() + at_most;
-    while program_loaded(id) && Instant::now() < end {
+    while program_loaded(id) {
+        if Instant::now() >= end {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
+    true
 }
 
 /// Zeroes every slot of a table (best effort).

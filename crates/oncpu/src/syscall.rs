@@ -57,8 +57,7 @@ impl MapInfo {
             && self.value_size == 8
             && self.max_entries as usize == crate::SLOTS
             && self.map_flags & BPF_F_MMAPABLE != 0
-            && crate::MAP_NAME.starts_with(&self.name())
-            && !self.name().is_empty()
+            && self.name() == crate::MAP_NAME
     }
 }
 
