@@ -85,11 +85,14 @@ pub enum Variant {
     /// `ticket` checking the lock after every pause (seed 003 without its
     /// proportional backoff).
     TicketNoBackoff,
+    /// `adaptive` whose spinner reads the lock word after every pause.
+    AdaptiveNoBackoff,
 }
 
 impl Variant {
     /// Every variant.
-    pub const ALL: [Variant; 3] = [Variant::AdaptiveOnCpu, Variant::AdaptiveNoBail, Variant::TicketNoBackoff];
+    pub const ALL: [Variant; 4] =
+        [Variant::AdaptiveOnCpu, Variant::AdaptiveNoBail, Variant::TicketNoBackoff, Variant::AdaptiveNoBackoff];
 
     /// The stable name.
     pub const fn name(self) -> &'static str {
@@ -97,13 +100,14 @@ impl Variant {
             Variant::AdaptiveOnCpu => "adaptive-oncpu",
             Variant::AdaptiveNoBail => "adaptive-nobail",
             Variant::TicketNoBackoff => "ticket-nobackoff",
+            Variant::AdaptiveNoBackoff => "adaptive-nobackoff",
         }
     }
 
     /// The algorithm it changes.
     pub const fn algorithm(self) -> Algorithm {
         match self {
-            Variant::AdaptiveOnCpu | Variant::AdaptiveNoBail => Algorithm::Adaptive,
+            Variant::AdaptiveOnCpu | Variant::AdaptiveNoBail | Variant::AdaptiveNoBackoff => Algorithm::Adaptive,
             Variant::TicketNoBackoff => Algorithm::Ticket,
         }
     }

@@ -67,5 +67,6 @@ pub fn switch_for(lock: LockKind) -> Result<(), String> {
     let variant = lock.variant();
     config::set_bail_on_owner_change(variant != Some(Variant::AdaptiveNoBail));
     config::set_proportional_backoff(variant != Some(Variant::TicketNoBackoff));
+    config::set_spinner_backoff(variant != Some(Variant::AdaptiveNoBackoff));
     use_table(variant == Some(Variant::AdaptiveOnCpu))
 }

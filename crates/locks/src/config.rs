@@ -25,6 +25,7 @@ const OFF: u8 = 2;
 static SPINNING: AtomicU8 = AtomicU8::new(UNREAD);
 static BAIL_ON_OWNER_CHANGE: AtomicBool = AtomicBool::new(true);
 static PROPORTIONAL_BACKOFF: AtomicBool = AtomicBool::new(true);
+static SPINNER_BACKOFF: AtomicBool = AtomicBool::new(true);
 /// Handoff bound in nanoseconds; `u64::MAX` means "not read yet".
 static HANDOFF_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -102,4 +103,16 @@ pub fn proportional_backoff() -> bool {
 /// runs out).
 pub fn set_proportional_backoff(enabled: bool) {
     PROPORTIONAL_BACKOFF.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether `adaptive`'s spinner backs off between reads of the lock word.
+#[inline]
+pub fn spinner_backoff() -> bool {
+    SPINNER_BACKOFF.load(Ordering::Relaxed)
+}
+
+/// Experiments only: `false` makes `adaptive`'s spinner read the lock
+/// word after every pause.
+pub fn set_spinner_backoff(enabled: bool) {
+    SPINNER_BACKOFF.store(enabled, Ordering::Relaxed);
 }
