@@ -5,7 +5,10 @@
 //! only every `factor x ahead` pause instructions, so the holder's cache
 //! line is left alone; `factor` is tuned per lock with the "try to make the
 //! delay longer" policy (grow by 1/8 whenever a check finds that nothing
-//! moved, shrink by 1/32 when a check finds the lock already ours), capped
+//! moved, shrink by 1/4 when a check finds the lock already ours: an
+//! oversleep costs the whole lock a late hand-over, a check too early only
+//! one waiter's cache read, so the factor settles just above the
+//! hand-over time), capped
 //! low when running under a hypervisor (cpuid's hypervisor bit), where a
 //! long delay may cover a preempted vCPU.
 //!
@@ -141,8 +144,8 @@ impl<R: Recorder> RawTicket<R> {
             }
             let after = self.now_serving();
             if after == ticket {
-                // Maybe we overslept our turn: shrink a little.
-                factor = (factor - factor / 32).max(1);
+                // Maybe we overslept our turn, and the lock sat idle: shrink.
+                factor = (factor - factor / 4).max(1);
             } else if after == serving {
                 // Nothing moved while we waited: checked too early, make the
                 // delay longer ("try to make the delay longer").
