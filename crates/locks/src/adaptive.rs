@@ -9,6 +9,8 @@
 //! - spin at most once per wake-up (Weisbecker's reply in seed 002: a waiter
 //!   that re-enters the spin loop after losing turns the mutex into a
 //!   spinlock);
+//! - the spinner backs off between reads of the lock word, doubling up to
+//!   32 pauses (seed 003's point: every read takes the line from the owner);
 //! - only one waiter spins on the lock word at a time, the others sleep
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
