@@ -164,11 +164,7 @@ impl Private {
     /// Loads the program without recording anybody yet; call
     /// [`Private::record_only`] once the process to record exists.
     pub fn load_idle() -> Result<Private, LoadError> {
-        check_pid_namespace()?;
-        let loaded = Loaded::load()?;
-        loaded.record_only(u32::MAX)?; // no process has this tgid
-        let link = loaded.attach()?;
-        Ok(Private { loaded, _link: link })
+        Private::load(u32::MAX) // no process has this tgid
     }
 
     /// Records process `tgid` from now on.
