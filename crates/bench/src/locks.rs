@@ -87,12 +87,20 @@ pub enum Variant {
     TicketNoBackoff,
     /// `adaptive` whose spinner reads the lock word after every pause.
     AdaptiveNoBackoff,
+    /// `adaptive` whose spinner takes the lock the moment it sees it free,
+    /// giving the owner no grace to take it back.
+    AdaptiveEager,
 }
 
 impl Variant {
     /// Every variant.
-    pub const ALL: [Variant; 4] =
-        [Variant::AdaptiveOnCpu, Variant::AdaptiveNoBail, Variant::TicketNoBackoff, Variant::AdaptiveNoBackoff];
+    pub const ALL: [Variant; 5] = [
+        Variant::AdaptiveOnCpu,
+        Variant::AdaptiveNoBail,
+        Variant::TicketNoBackoff,
+        Variant::AdaptiveNoBackoff,
+        Variant::AdaptiveEager,
+    ];
 
     /// The stable name.
     pub const fn name(self) -> &'static str {
@@ -101,13 +109,17 @@ impl Variant {
             Variant::AdaptiveNoBail => "adaptive-nobail",
             Variant::TicketNoBackoff => "ticket-nobackoff",
             Variant::AdaptiveNoBackoff => "adaptive-nobackoff",
+            Variant::AdaptiveEager => "adaptive-eager",
         }
     }
 
     /// The algorithm it changes.
     pub const fn algorithm(self) -> Algorithm {
         match self {
-            Variant::AdaptiveOnCpu | Variant::AdaptiveNoBail | Variant::AdaptiveNoBackoff => Algorithm::Adaptive,
+            Variant::AdaptiveOnCpu
+            | Variant::AdaptiveNoBail
+            | Variant::AdaptiveNoBackoff
+            | Variant::AdaptiveEager => Algorithm::Adaptive,
             Variant::TicketNoBackoff => Algorithm::Ticket,
         }
     }

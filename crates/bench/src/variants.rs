@@ -68,5 +68,6 @@ pub fn switch_for(lock: LockKind) -> Result<(), String> {
     config::set_bail_on_owner_change(variant != Some(Variant::AdaptiveNoBail));
     config::set_proportional_backoff(variant != Some(Variant::TicketNoBackoff));
     config::set_spinner_backoff(variant != Some(Variant::AdaptiveNoBackoff));
+    config::set_owner_return_grace(variant != Some(Variant::AdaptiveEager));
     use_table(variant == Some(Variant::AdaptiveOnCpu))
 }

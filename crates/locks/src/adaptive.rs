@@ -11,6 +11,11 @@
 //!   spinlock);
 //! - the spinner backs off between reads of the lock word, doubling up to
 //!   32 pauses (seed 003's point: every read takes the line from the owner);
+//! - a spinner that sees the lock free gives its owner a short grace to
+//!   take it back before competing (an owner looping around a short
+//!   critical section keeps it on its CPU, where it does most work; the
+//!   grace adapts per lock to how soon owners come back, so where they do
+//!   not it shrinks to ~50 ns; the handoff bound below keeps it fair);
 //! - only one waiter spins on the lock word at a time, the others sleep
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
@@ -77,6 +82,54 @@ const QUEUED_SPIN_NS: u64 = 2_000;
 const MAX_SPIN_PAUSES: u32 = if cfg!(loom) { 1 } else { 32 };
 /// Budget of a fresh lock (a zeroed budget field reads as this).
 const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
+/// The grace a spinner gives a releasing owner to take the lock back,
+/// in pauses: adapted per lock to twice the longest return seen, between
+/// these (about 50 ns to 3 µs on current x86 cores).
+const MIN_GRACE_PAUSES: u32 = 4;
+const MAX_GRACE_PAUSES: u32 = if cfg!(loom) { 4 } else { 255 };
+/// Grace of a fresh lock.
+const INITIAL_GRACE_PAUSES: u32 = 8;
+/// The spinner's pause before its next read after the owner came back
+/// within a grace: such an owner re-takes the lock at once, every read
+/// costs it a cache miss, and ~3 µs (what a futex sleep and wake-up would
+/// cost a waiter anyway) is still soon enough to see it leave.
+const RETURNING_OWNER_PAUSES: u32 = if cfg!(loom) { 1 } else { 256 };
+/// Pauses between two reads of the lock word during the grace.
+const GRACE_POLL_PAUSES: u32 = 2;
+
+/// Per-lock tuning, one word: the spin budget in ns (low 24 bits) and the
+/// grace in pauses (high 8 bits); 0 in either reads as its initial value.
+/// Updates are plain load-modify-store: a racing update may be lost, which
+/// only delays the adaptation by one spin.
+#[derive(Clone, Copy)]
+struct Tuning(u32);
+
+impl Tuning {
+    const BUDGET_MASK: u32 = (1 << 24) - 1;
+    const GRACE_SHIFT: u32 = 24;
+
+    fn spin_budget_ns(self) -> u32 {
+        match self.0 & Self::BUDGET_MASK {
+            0 => INITIAL_SPIN_NS,
+            ns => ns,
+        }
+    }
+
+    fn with_spin_budget_ns(self, ns: u32) -> Tuning {
+        Tuning((self.0 & !Self::BUDGET_MASK) | ns.min(Self::BUDGET_MASK))
+    }
+
+    fn grace_pauses(self) -> u32 {
+        match self.0 >> Self::GRACE_SHIFT {
+            0 => INITIAL_GRACE_PAUSES,
+            pauses => pauses,
+        }
+    }
+
+    fn with_grace_pauses(self, pauses: u32) -> Tuning {
+        Tuning((self.0 & Self::BUDGET_MASK) | pauses.min(MAX_GRACE_PAUSES) << Self::GRACE_SHIFT)
+    }
+}
 
 /// The raw `adaptive` mutex. `R` receives statistics ([`NoStats`] records
 /// nothing, at no cost).
@@ -87,9 +140,20 @@ pub struct RawAdaptive<R: Recorder = NoStats> {
     spinner: AtomicU32,
     /// A starving waiter's request: its tid, plus CLAIMED / GRANTED.
     handoff: AtomicU32,
-    /// Spin budget in ns, adapted per lock from how spins end; 0 = initial.
-    spin_budget_ns: AtomicU32,
+    /// What this lock has learnt of its owners (see [`Tuning`]).
+    tuning: AtomicU32,
     recorder: R,
+}
+
+/// How a grace given to a releasing owner ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Grace {
+    /// The owner took the lock back.
+    Returned,
+    /// Another thread took it.
+    OwnerChanged,
+    /// Nobody took it: the word as last read.
+    StillFree(u32),
 }
 
 /// How one spin ended.
@@ -114,7 +178,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 word: AtomicU32::new(0),
                 spinner: AtomicU32::new(0),
                 handoff: AtomicU32::new(0),
-                spin_budget_ns: AtomicU32::new(0),
+                tuning: AtomicU32::new(0),
                 recorder: R::INIT,
             }
         }
@@ -308,7 +372,7 @@ impl<R: Recorder> RawAdaptive<R> {
     /// Busy-waits while `owner` holds the lock and runs; takes the lock if
     /// it is released. `new_word` is what to store on success.
     fn spin_on_owner(&self, owner: u32, new_word: u32, deadline: Option<Instant>) -> SpinEnd {
-        let budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
+        let budget = SpinBudget::new(clock::ns_to_cycles(self.tuning().spin_budget_ns() as u64));
         let mut watch = OwnerWatch::new(owner);
         let end = self.spin_while_owner_runs(owner, new_word, deadline, budget, &mut watch);
         self.recorder.spun(end.1, watch.last_decider());
@@ -328,7 +392,17 @@ impl<R: Recorder> RawAdaptive<R> {
     ) -> (SpinEnd, u64) {
         let mut pauses = 1;
         loop {
-            let word = self.word.load(Ordering::Relaxed);
+            let mut word = self.word.load(Ordering::Relaxed);
+            if word & OWNER_MASK == 0 && config::owner_return_grace() {
+                match self.give_owner_grace(owner) {
+                    Grace::Returned => {
+                        pauses = RETURNING_OWNER_PAUSES;
+                        continue;
+                    }
+                    Grace::OwnerChanged => continue,
+                    Grace::StillFree(free) => word = free,
+                }
+            }
             let current = word & OWNER_MASK;
             if current == 0 {
                 // Released: take it. Failing means another thread got it
@@ -400,28 +474,65 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    fn spin_budget(&self) -> u32 {
-        match self.spin_budget_ns.load(Ordering::Relaxed) {
-            0 => INITIAL_SPIN_NS,
-            ns => ns,
-        }
+    fn tuning(&self) -> Tuning {
+        Tuning(self.tuning.load(Ordering::Relaxed))
     }
 
     /// A spin that succeeded after `elapsed` cycles: make sure the budget
     /// covers twice that, so the next similar wait also succeeds.
     fn spin_succeeded(&self, elapsed: u64) {
         let needed = (clock::cycles_to_ns(elapsed).saturating_mul(2)).min(MAX_SPIN_NS as u64) as u32;
-        let budget = self.spin_budget();
-        if needed > budget {
-            self.spin_budget_ns.store(needed, Ordering::Relaxed);
+        let tuning = self.tuning();
+        if needed > tuning.spin_budget_ns() {
+            self.tuning.store(tuning.with_spin_budget_ns(needed).0, Ordering::Relaxed);
         }
     }
 
     /// A spin that ran out: this lock is held longer than spinning pays
     /// for, so halve the budget (down to the floor).
     fn spin_budget_spent(&self) {
-        let halved = (self.spin_budget() / 2).max(MIN_SPIN_NS);
-        self.spin_budget_ns.store(halved, Ordering::Relaxed);
+        let tuning = self.tuning();
+        let halved = (tuning.spin_budget_ns() / 2).max(MIN_SPIN_NS);
+        self.tuning.store(tuning.with_spin_budget_ns(halved).0, Ordering::Relaxed);
+    }
+
+    /// The lock was seen free: give `owner` a moment to take it back.
+    ///
+    /// A lock taken again at once (a loop around a short critical section)
+    /// does most work staying where it is: moving it costs several
+    /// cache-line transfers, more than such a section, and the owner that
+    /// finds it gone must queue, which costs more still. So the spinner
+    /// reads the word a few more times before competing; the grace adapts
+    /// per lock to twice the longest return seen, and halves each time the
+    /// owner does not come back (then it only delayed the hand-over). A
+    /// spinner kept waiting this way is served by the handoff bound.
+    fn give_owner_grace(&self, owner: u32) -> Grace {
+        let tuning = self.tuning();
+        let grace = tuning.grace_pauses();
+        let mut waited = 0;
+        while waited < grace {
+            for _ in 0..GRACE_POLL_PAUSES {
+                spin_hint();
+            }
+            waited += GRACE_POLL_PAUSES;
+            let word = self.word.load(Ordering::Relaxed);
+            match word & OWNER_MASK {
+                0 => {}
+                returned if returned == owner => {
+                    let covering = (2 * waited).max(MIN_GRACE_PAUSES);
+                    if covering > grace {
+                        self.tuning.store(tuning.with_grace_pauses(covering).0, Ordering::Relaxed);
+                    }
+                    return Grace::Returned;
+                }
+                _ => return Grace::OwnerChanged,
+            }
+        }
+        let halved = (grace / 2).max(MIN_GRACE_PAUSES);
+        if halved != grace {
+            self.tuning.store(tuning.with_grace_pauses(halved).0, Ordering::Relaxed);
+        }
+        Grace::StillFree(self.word.load(Ordering::Relaxed))
     }
 
     /// Waits for the lock to be handed over. The caller has installed its
@@ -457,7 +568,7 @@ impl<R: Recorder> RawAdaptive<R> {
         }
         // Wait for the grant: spin while the owner runs, so we are on a CPU
         // when the lock arrives; then sleep on the handoff slot.
-        let mut budget = SpinBudget::new(clock::ns_to_cycles(self.spin_budget() as u64));
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(self.tuning().spin_budget_ns() as u64));
         let mut watch = OwnerWatch::new(self.word.load(Ordering::Relaxed) & OWNER_MASK);
         let mut spinning = config::spinning_enabled();
         loop {
@@ -643,6 +754,67 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         sleeper.join().unwrap();
+    }
+
+    /// Nobody takes the lock during the grace: the spinner may take it,
+    /// and the grace halves, down to its floor (on such a lock it only
+    /// delays hand-overs).
+    #[test]
+    fn grace_shrinks_while_owners_do_not_return() {
+        let lock = RawAdaptive::<NoStats>::new();
+        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES);
+        assert_eq!(lock.give_owner_grace(OTHER), Grace::StillFree(0));
+        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES / 2);
+        for _ in 0..8 {
+            assert_eq!(lock.give_owner_grace(OTHER), Grace::StillFree(0));
+        }
+        assert_eq!(lock.tuning().grace_pauses(), MIN_GRACE_PAUSES);
+        assert_eq!(lock.tuning().spin_budget_ns(), INITIAL_SPIN_NS, "the budget is a separate field");
+    }
+
+    /// The owner back in the word ends the grace as a return; anybody
+    /// else as an owner change (the spinner then bails out, seed 000).
+    #[test]
+    fn grace_tells_a_returning_owner_from_a_new_one() {
+        let lock = RawAdaptive::<NoStats>::new();
+        lock.word.store(OTHER | WAITERS, Ordering::Relaxed);
+        assert_eq!(lock.give_owner_grace(OTHER), Grace::Returned);
+        assert_eq!(lock.give_owner_grace(OTHER - 1), Grace::OwnerChanged);
+        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES, "a quick return keeps the grace");
+    }
+
+    /// A loop that re-takes the lock at once, against a spinner: the grace
+    /// grows past its initial value (the owner is seen coming back), and
+    /// the spinner still gets the lock (the handoff bound serves it).
+    #[test]
+    fn grace_grows_for_an_owner_that_relocks_at_once() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let owner = {
+            let (lock, stop) = (lock.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    lock.lock();
+                    std::hint::black_box(());
+                    unsafe { lock.unlock() };
+                }
+            })
+        };
+        let start = Instant::now();
+        let mut acquisitions = 0;
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            lock.lock();
+            acquisitions += 1;
+            unsafe { lock.unlock() };
+        }
+        stop.store(true, Ordering::Relaxed);
+        owner.join().unwrap();
+        assert!(acquisitions > 0);
+        assert!(
+            lock.tuning().grace_pauses() > INITIAL_GRACE_PAUSES,
+            "grace {} pauses after 300 ms of a tight loop",
+            lock.tuning().grace_pauses()
+        );
     }
 
     /// A requester whose request was granted before it flagged the word

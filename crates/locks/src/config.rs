@@ -7,13 +7,17 @@
 //!   passed over by barging threads before the lock is handed to it
 //!   (default 1000 µs).
 //!
-//! Two more switches exist for experiments that remove one decision to
-//! measure what it is worth (`lockmeter bench`'s `adaptive-nobail` and
-//! `ticket-nobackoff`); production code leaves them on:
+//! More switches exist for experiments that remove one decision to measure
+//! what it is worth (`lockmeter bench`'s `adaptive-nobail`,
+//! `ticket-nobackoff`, `adaptive-nobackoff`, `adaptive-eager`); production
+//! code leaves them on:
 //! - [`set_bail_on_owner_change`]: `adaptive` stops spinning when the lock
 //!   changes owner (seed 000);
 //! - [`set_proportional_backoff`]: `ticket` waits `factor x ahead` pauses
-//!   between checks (seed 003).
+//!   between checks (seed 003);
+//! - [`set_spinner_backoff`]: `adaptive`'s spinner backs off between reads;
+//! - [`set_owner_return_grace`]: `adaptive`'s spinner lets a releasing
+//!   owner take the lock back before competing for it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -26,6 +30,7 @@ static SPINNING: AtomicU8 = AtomicU8::new(UNREAD);
 static BAIL_ON_OWNER_CHANGE: AtomicBool = AtomicBool::new(true);
 static PROPORTIONAL_BACKOFF: AtomicBool = AtomicBool::new(true);
 static SPINNER_BACKOFF: AtomicBool = AtomicBool::new(true);
+static OWNER_RETURN_GRACE: AtomicBool = AtomicBool::new(true);
 /// Handoff bound in nanoseconds; `u64::MAX` means "not read yet".
 static HANDOFF_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -115,4 +120,17 @@ pub fn spinner_backoff() -> bool {
 /// word after every pause.
 pub fn set_spinner_backoff(enabled: bool) {
     SPINNER_BACKOFF.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether `adaptive`'s spinner, seeing the lock free, gives its owner a
+/// moment to take it back before competing for it.
+#[inline]
+pub fn owner_return_grace() -> bool {
+    OWNER_RETURN_GRACE.load(Ordering::Relaxed)
+}
+
+/// Experiments only: `false` makes `adaptive`'s spinner take the lock the
+/// moment it sees it free.
+pub fn set_owner_return_grace(enabled: bool) {
+    OWNER_RETURN_GRACE.store(enabled, Ordering::Relaxed);
 }

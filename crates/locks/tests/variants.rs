@@ -50,5 +50,10 @@ fn locks_exclude_with_the_experiment_switches_off() {
     assert_eq!(hammer::<RawTicket>(8, 5_000), 40_000, "ticket without backoff");
     config::set_bail_on_owner_change(true);
     config::set_proportional_backoff(true);
+    config::set_spinner_backoff(false);
+    config::set_owner_return_grace(false);
+    assert_eq!(hammer::<RawAdaptive>(8, 20_000), 160_000, "adaptive without backoff or grace");
+    config::set_spinner_backoff(true);
+    config::set_owner_return_grace(true);
     assert_eq!(hammer::<RawAdaptive>(4, 10_000), 40_000);
 }
