@@ -37,8 +37,12 @@
 //! of releasing it. Handing a lock to a thread that is not running stalls
 //! everybody until it gets a CPU, which is how fair locks collapse under
 //! oversubscription; so the requester keeps spinning while the owner runs
-//! (it will usually be on a CPU when the lock arrives), and a handoff
-//! happens at most once per bound, limiting the convoy to one per period.
+//! (it will usually be on a CPU when the lock arrives), and only a waiter
+//! passed over for a whole bound asks, so handoffs stay rare next to the
+//! acquisitions that barge, and so do their convoys. Other waiters starving
+//! meanwhile queue for the slot in FIFO order, on the slot's futex
+//! (bitset-woken apart from the requester): back on the lock word's
+//! queue, every barging thread would go ahead of them again.
 //!
 //! Pick `adaptive` by default: it is as cheap as a plain futex mutex when
 //! uncontended, spins through short and microsecond critical sections, and
@@ -48,7 +52,9 @@ use crate::clock::{self, SpinBudget};
 use crate::config;
 use crate::oracle::{OwnerState, OwnerWatch};
 use crate::record::{self, AcquireKind, NoStats, Recorder};
-use crate::sync::{current_tid, futex_wait, futex_wake, spin_hint, AtomicU32, Ordering, WaitOutcome};
+use crate::sync::{
+    current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, AtomicU32, Ordering, WaitOutcome,
+};
 use std::time::Instant;
 
 /// Mask of the owner tid in the lock word.
@@ -64,6 +70,12 @@ const WAITERS: u32 = 1 << 31;
 const CLAIMED: u32 = 1 << 30;
 /// In the handoff slot: the requester now owns the lock.
 const GRANTED: u32 = 1 << 31;
+
+/// Futex bits of the two kinds of sleeper on the handoff slot: the
+/// requester waiting for its grant, and starving waiters queued for the
+/// slot itself. Each is woken without waking the other.
+const REQUESTER_BITS: u32 = 1;
+const QUEUED_BITS: u32 = 2;
 
 /// The longest a waiter spins on a running owner (the budget's cap). A
 /// futex sleep and wake-up costs a few microseconds on each side; past
@@ -250,6 +262,18 @@ impl<R: Recorder> RawAdaptive<R> {
 
     #[cold]
     fn lock_contended(&self, tid: u32, deadline: Option<Instant>) -> bool {
+        let mut owes_queue_a_wake = false;
+        let acquired = self.lock_contended_loop(tid, deadline, &mut owes_queue_a_wake);
+        if owes_queue_a_wake {
+            // Woken as the next in line for the handoff slot but left
+            // without taking it: wake the next one, or the queue would
+            // sleep on with the slot free.
+            self.wake_next_in_line();
+        }
+        acquired
+    }
+
+    fn lock_contended_loop(&self, tid: u32, deadline: Option<Instant>, owes_queue_a_wake: &mut bool) -> bool {
         let wait_start = record::wait_start::<R>();
         let started = clock::cycles();
         let handoff_after = clock::ns_to_cycles(config::handoff_bound().as_nanos() as u64);
@@ -308,14 +332,35 @@ impl<R: Recorder> RawAdaptive<R> {
             }
 
             // Passed over for too long: ask the owner to hand the lock over.
-            if (spun || slept)
-                && clock::cycles().wrapping_sub(started) > handoff_after
-                && self.handoff.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
-                match self.wait_for_handoff(tid, deadline) {
-                    Some(true) => return self.acquired_after_wait(true, wait_start),
-                    Some(false) => return self.give_up(true, wait_start),
-                    None => continue, // the lock was free: compete for it normally
+            if (spun || slept) && clock::cycles().wrapping_sub(started) > handoff_after {
+                match self.handoff.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => {
+                        // Freeing the slot wakes the next in line, whatever
+                        // the outcome.
+                        *owes_queue_a_wake = false;
+                        match self.wait_for_handoff(tid, deadline) {
+                            Some(true) => return self.acquired_after_wait(true, wait_start),
+                            Some(false) => return self.give_up(true, wait_start),
+                            None => continue, // the lock was free: compete for it normally
+                        }
+                    }
+                    Err(taken) => {
+                        // Another starving waiter holds the slot. Queue for
+                        // the slot (FIFO, in the kernel's futex queue)
+                        // instead of for the lock word: a waiter woken from
+                        // the word that loses to a barging thread goes back
+                        // to the word queue's tail, and under heavy
+                        // oversubscription that tail is seconds long.
+                        if slept && !self.keep_sleepers_announced(self.word.load(Ordering::Relaxed)) {
+                            continue; // the lock is free: take it
+                        }
+                        let outcome = futex_wait_bits(&self.handoff, taken, deadline, QUEUED_BITS);
+                        *owes_queue_a_wake = true;
+                        if outcome == WaitOutcome::TimedOut {
+                            return self.give_up(slept, wait_start);
+                        }
+                        continue;
+                    }
                 }
             }
 
@@ -333,6 +378,25 @@ impl<R: Recorder> RawAdaptive<R> {
             }
             slept = true;
             may_spin = config::spinning_enabled();
+        }
+    }
+
+    /// Before a waiter that has slept on the word sleeps elsewhere: it may
+    /// have taken the last unlock's wake (which cleared WAITERS), so make
+    /// sure a held word is marked, or the sleepers behind it would never
+    /// be woken. Returns false if the lock is free (the caller takes it).
+    fn keep_sleepers_announced(&self, mut word: u32) -> bool {
+        loop {
+            if word & OWNER_MASK == 0 {
+                return false;
+            }
+            if word & WAITERS != 0 {
+                return true;
+            }
+            match self.word.compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
         }
     }
 
@@ -552,6 +616,7 @@ impl<R: Recorder> RawAdaptive<R> {
             if word & OWNER_MASK == 0 {
                 // Nobody to hand it over: withdraw and compete normally.
                 if self.handoff.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                    self.wake_next_in_line();
                     return None;
                 }
                 break; // already claimed (cannot happen without HANDOFF, kept safe)
@@ -576,6 +641,7 @@ impl<R: Recorder> RawAdaptive<R> {
             if slot == tid | GRANTED {
                 // The lock is ours; free the slot for the next requester.
                 self.handoff.store(0, Ordering::Release);
+                self.wake_next_in_line();
                 return Some(true);
             }
             if slot == tid && deadline.is_some_and(|d| Instant::now() >= d) {
@@ -591,7 +657,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 spin_hint();
             } else {
                 let d = if slot == tid { deadline } else { None };
-                futex_wait(&self.handoff, slot, d);
+                futex_wait_bits(&self.handoff, slot, d, REQUESTER_BITS);
             }
         }
     }
@@ -609,7 +675,17 @@ impl<R: Recorder> RawAdaptive<R> {
         }
         // Release: the next requester (acquiring the slot) must see HANDOFF
         // cleared before it sets its own.
-        self.handoff.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok()
+        let withdrawn = self.handoff.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok();
+        if withdrawn {
+            self.wake_next_in_line();
+        }
+        withdrawn
+    }
+
+    /// The handoff slot was freed: wake the starving waiter queued longest
+    /// for it. One system call per handoff, at most one per bound.
+    fn wake_next_in_line(&self) {
+        futex_wake_bits(&self.handoff, 1, QUEUED_BITS);
     }
 
     #[cold]
@@ -657,7 +733,7 @@ impl<R: Recorder> RawAdaptive<R> {
             }
         }
         self.handoff.store(requester | GRANTED, Ordering::Release);
-        futex_wake(&self.handoff, 1);
+        futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
     }
 }
 
@@ -832,5 +908,40 @@ mod tests {
         assert_eq!(lock.handoff.load(Ordering::Relaxed), 0, "slot freed for the next requester");
         unsafe { lock.unlock() };
         assert!(!lock.is_locked());
+    }
+
+    /// Two starving waiters queue for a busy handoff slot; the request in
+    /// it leaves, and the lock is free when the first in line wakes, so it
+    /// takes the lock without the slot. It must pass the wake on, or the
+    /// second sleeps in the queue forever with the slot free.
+    #[test]
+    fn a_waiter_leaving_the_slot_queue_wakes_the_next() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        lock.lock();
+        lock.handoff.store(OTHER, Ordering::Relaxed); // a requester that never comes
+        let (done_tx, done) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let (lock, done_tx) = (lock.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+                done_tx.send(()).unwrap();
+            });
+        }
+        // Let both sleep on the word past the handoff bound, wake them
+        // (as a barging unlock would) to find the slot busy, and let them
+        // queue for it.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        futex_wake(&lock.word, u32::MAX);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(done.try_recv().is_err(), "the lock is held");
+        // The request leaves and the lock is released: the first in line
+        // finds it free.
+        assert!(lock.withdraw_handoff(OTHER));
+        unsafe { lock.unlock() };
+        for waiter in 0..2 {
+            let served = done.recv_timeout(std::time::Duration::from_secs(5));
+            assert!(served.is_ok(), "waiter {waiter} still asleep 5 s after the lock became free");
+        }
     }
 }

@@ -16,6 +16,9 @@ pub enum WaitOutcome {
     TimedOut,
 }
 
+/// The bits a plain wait or wake uses: every sleeper matches every waker.
+const ANY_BITS: u32 = u32::MAX;
+
 #[cfg(not(loom))]
 mod os {
     use super::*;
@@ -25,6 +28,24 @@ mod os {
     /// Process-private futex (FUTEX_PRIVATE_FLAG): cheaper hashing, and our
     /// locks are never shared between processes.
     pub fn wait(word: &StdAtomicU32, expected: u32, deadline: Option<Instant>) -> WaitOutcome {
+        wait_bits(word, expected, deadline, ANY_BITS)
+    }
+
+    /// Wakes up to `count` threads sleeping on `word`; returns how many woke.
+    ///
+    /// Takes a raw pointer: the memory may already be reused or freed by the
+    /// time the call is made (a queue node whose owner went on), which the
+    /// kernel tolerates and which must never be dereferenced here.
+    pub fn wake(word: *const StdAtomicU32, count: u32) -> u32 {
+        wake_bits(word, count, ANY_BITS)
+    }
+
+    /// Like [`wait`], but only a [`wake_bits`] whose `bits` intersect
+    /// these wakes the sleeper (FUTEX_WAIT_BITSET): two kinds of sleeper
+    /// can share one word and be woken apart.
+    pub fn wait_bits(word: &StdAtomicU32, expected: u32, deadline: Option<Instant>, bits: u32) -> WaitOutcome {
+        // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time, the
+        // clock `Instant` reads.
         let timeout = match deadline {
             None => None,
             Some(d) => {
@@ -32,25 +53,27 @@ mod os {
                 if d <= now {
                     return WaitOutcome::TimedOut;
                 }
-                let left = d - now;
-                Some(libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: left.subsec_nanos() as libc::c_long,
-                })
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: `ts` is a valid out-pointer for the call.
+                unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+                let at = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32) + (d - now);
+                Some(libc::timespec { tv_sec: at.as_secs() as libc::time_t, tv_nsec: at.subsec_nanos() as libc::c_long })
             }
         };
         let ts_ptr = timeout
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: `word` is a live, aligned u32; the timeout (if any) lives
-        // until the call returns.
+        // until the call returns; the sixth argument is the bitset.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
                 expected,
                 ts_ptr,
+                std::ptr::null::<u32>(),
+                bits,
             )
         };
         if r == -1 && errno() == libc::ETIMEDOUT {
@@ -60,20 +83,20 @@ mod os {
         }
     }
 
-    /// Wakes up to `count` threads sleeping on `word`; returns how many woke.
-    ///
-    /// Takes a raw pointer: the memory may already be reused or freed by the
-    /// time the call is made (a queue node whose owner went on), which the
-    /// kernel tolerates and which must never be dereferenced here.
-    pub fn wake(word: *const StdAtomicU32, count: u32) -> u32 {
+    /// Wakes up to `count` threads sleeping on `word` whose bits intersect
+    /// `bits`; returns how many woke. (The pointer contract of [`wake`].)
+    pub fn wake_bits(word: *const StdAtomicU32, count: u32, bits: u32) -> u32 {
         // SAFETY: the kernel only uses the address as a key; an address with
         // no waiters, or no mapping, wakes nobody.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word as *const u32,
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                libc::FUTEX_WAKE_BITSET | libc::FUTEX_PRIVATE_FLAG,
                 count.min(i32::MAX as u32),
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                bits,
             )
         };
         r.max(0) as u32
@@ -87,7 +110,7 @@ mod os {
 #[cfg(not(loom))]
 pub(crate) use os::errno;
 #[cfg(not(loom))]
-pub use os::{wait, wake};
+pub use os::{wait, wait_bits, wake, wake_bits};
 
 /// The futex modelled for loom: a table of sleepers keyed by address, with
 /// the value check and the enqueue done under one model mutex, as the kernel
@@ -101,6 +124,7 @@ mod model {
     struct Sleeper {
         address: usize,
         id: usize,
+        bits: u32,
         woken: bool,
     }
 
@@ -114,7 +138,15 @@ mod model {
         static ref TABLE: (Mutex<Table>, Condvar) = (Mutex::new(Table::default()), Condvar::new());
     }
 
-    pub fn wait(word: &AtomicU32, expected: u32, _deadline: Option<Instant>) -> WaitOutcome {
+    pub fn wait(word: &AtomicU32, expected: u32, deadline: Option<Instant>) -> WaitOutcome {
+        wait_bits(word, expected, deadline, ANY_BITS)
+    }
+
+    pub fn wake(word: *const AtomicU32, count: u32) -> u32 {
+        wake_bits(word, count, ANY_BITS)
+    }
+
+    pub fn wait_bits(word: &AtomicU32, expected: u32, _deadline: Option<Instant>, bits: u32) -> WaitOutcome {
         let (lock, cv) = &*TABLE;
         let mut table = lock.lock().unwrap();
         if word.load(crate::sync::Ordering::SeqCst) != expected {
@@ -122,7 +154,7 @@ mod model {
         }
         let id = table.next_id;
         table.next_id += 1;
-        table.sleepers.push(Sleeper { address: word as *const _ as usize, id, woken: false });
+        table.sleepers.push(Sleeper { address: word as *const _ as usize, id, bits, woken: false });
         loop {
             table = cv.wait(table).unwrap();
             if let Some(i) = table.sleepers.iter().position(|s| s.id == id && s.woken) {
@@ -132,7 +164,7 @@ mod model {
         }
     }
 
-    pub fn wake(word: *const AtomicU32, count: u32) -> u32 {
+    pub fn wake_bits(word: *const AtomicU32, count: u32, bits: u32) -> u32 {
         let (lock, cv) = &*TABLE;
         let mut table = lock.lock().unwrap();
         let mut woken = 0;
@@ -140,7 +172,7 @@ mod model {
             if woken == count {
                 break;
             }
-            if s.address == word as usize && !s.woken {
+            if s.address == word as usize && s.bits & bits != 0 && !s.woken {
                 s.woken = true;
                 woken += 1;
             }
@@ -153,4 +185,4 @@ mod model {
 }
 
 #[cfg(loom)]
-pub use model::{wait, wake};
+pub use model::{wait, wait_bits, wake, wake_bits};

@@ -29,7 +29,9 @@ pub(crate) const MODEL_SPIN_LIMIT: Option<u32> = None;
 #[cfg(loom)]
 pub(crate) const MODEL_SPIN_LIMIT: Option<u32> = Some(2);
 
-pub(crate) use crate::futex::{wait as futex_wait, wake as futex_wake, WaitOutcome};
+pub(crate) use crate::futex::{
+    wait as futex_wait, wait_bits as futex_wait_bits, wake as futex_wake, wake_bits as futex_wake_bits, WaitOutcome,
+};
 
 /// Declares a constructor once: `const` normally (lock_api needs a constant
 /// `INIT`), plain under loom, whose atomics cannot be built in a constant.
