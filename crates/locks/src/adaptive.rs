@@ -878,18 +878,21 @@ mod tests {
         };
         let start = Instant::now();
         let mut acquisitions = 0;
+        // The largest grace seen: it also halves whenever an owner happens
+        // not to come back (a preemption), so its last value is noise.
+        let mut largest_grace = 0;
         while start.elapsed() < std::time::Duration::from_millis(300) {
             lock.lock();
             acquisitions += 1;
             unsafe { lock.unlock() };
+            largest_grace = largest_grace.max(lock.tuning().grace_pauses());
         }
         stop.store(true, Ordering::Relaxed);
         owner.join().unwrap();
         assert!(acquisitions > 0);
         assert!(
-            lock.tuning().grace_pauses() > INITIAL_GRACE_PAUSES,
-            "grace {} pauses after 300 ms of a tight loop",
-            lock.tuning().grace_pauses()
+            largest_grace > INITIAL_GRACE_PAUSES,
+            "grace at most {largest_grace} pauses in 300 ms of a tight loop"
         );
     }
 
