@@ -35,7 +35,9 @@ fn distinct<T: PartialEq + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
 }
 
 /// One table per panel: a row per lock, a column per thread count; each
-/// cell the median ops/s in millions, and for `duty` the efficiency.
+/// cell the median ops/s in millions, and for `duty` the efficiency. Where
+/// threads contend, two more: fairness (most / fewest operations of any
+/// thread) and the 99th-percentile wait.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let m = &report.machine;
@@ -51,36 +53,45 @@ pub fn table(report: &Report) -> String {
         report.seconds_per_run
     );
     for (period, duty, points) in panels(report) {
-        let threads = distinct(points.iter().map(|p| p.threads));
-        let locks = distinct(points.iter().map(|p| p.lock.as_str()));
+        let title = panel_title(&report.workload, period, duty);
         let with_efficiency = points.iter().any(|p| p.efficiency.is_some());
-        let _ = writeln!(
-            out,
-            "\n{}: Mops/s{}",
-            panel_title(&report.workload, period, duty),
-            if with_efficiency { " (share of the physical limit)" } else { "" }
-        );
-        let width = if with_efficiency { 14 } else { 9 };
-        let _ = write!(out, "{:<16}", "lock \\ threads");
-        for t in &threads {
-            let _ = write!(out, "{t:>width$}");
-        }
-        out.push('\n');
-        for lock in locks {
-            let _ = write!(out, "{lock:<16}");
-            for t in &threads {
-                let cell = points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| {
-                    match p.efficiency {
-                        Some(e) => format!("{:.3} ({:>3.0}%)", p.ops_per_sec / 1e6, 100.0 * e),
-                        None => format!("{:.3}", p.ops_per_sec / 1e6),
-                    }
-                });
-                let _ = write!(out, "{cell:>width$}");
-            }
-            out.push('\n');
+        let heading = format!("{title}: Mops/s{}", if with_efficiency { " (share of the physical limit)" } else { "" });
+        grid(&mut out, &heading, &points, if with_efficiency { 14 } else { 9 }, |p| match p.efficiency {
+            Some(e) => format!("{:.3} ({:>3.0}%)", p.ops_per_sec / 1e6, 100.0 * e),
+            None => format!("{:.3}", p.ops_per_sec / 1e6),
+        });
+        if points.iter().any(|p| p.threads > 1) {
+            let heading = format!("{title}: fairness, most / fewest operations of any thread");
+            grid(&mut out, &heading, &points, 9, |p| match p.per_thread_ops.min {
+                0 => "inf".to_string(),
+                min => format!("{:.1}x", p.per_thread_ops.max as f64 / min as f64),
+            });
+            let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
+            grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
         }
     }
     out
+}
+
+/// One table: a row per lock, a column per thread count, `cell` of each
+/// point; "-" where a lock has no point.
+fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, cell: impl Fn(&PointResult) -> String) {
+    let threads = distinct(points.iter().map(|p| p.threads));
+    let locks = distinct(points.iter().map(|p| p.lock.as_str()));
+    let _ = writeln!(out, "\n{heading}");
+    let _ = write!(out, "{:<16}", "lock \\ threads");
+    for t in &threads {
+        let _ = write!(out, "{t:>width$}");
+    }
+    out.push('\n');
+    for lock in locks {
+        let _ = write!(out, "{lock:<16}");
+        for t in &threads {
+            let text = points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p));
+            let _ = write!(out, "{text:>width$}");
+        }
+        out.push('\n');
+    }
 }
 
 /// The CSV header (stable column names).

@@ -128,6 +128,12 @@ fn csv_table_and_plots() {
     let table = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive"]).output().unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
     assert!(table.contains("lock \\ threads") && table.contains("adaptive"), "{table}");
+    // Contended points also get fairness and tail tables; a one-thread
+    // point has nothing to be fair about, but still a cell.
+    let fairness = table.split("fairness, most / fewest operations of any thread").nth(1).expect(&table);
+    let row = fairness.lines().find(|l| l.starts_with("adaptive")).expect(&table);
+    assert_eq!(row.split_whitespace().filter(|c| c.ends_with('x') || *c == "inf").count(), 2, "{table}");
+    assert!(table.contains("wait p99 in us"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
