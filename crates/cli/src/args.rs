@@ -1,6 +1,6 @@
 //! Parsers for command-line values, and atomic file output.
 
-use lockmeter_bench::LockKind;
+use lockmeter_bench::{LockKind, Variant};
 use std::path::Path;
 use std::time::Duration;
 
@@ -83,7 +83,12 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
             "peers" => LockKind::PEERS.to_vec(),
             "all" => LockKind::ours().chain(LockKind::PEERS).collect(),
             name => vec![name.parse::<LockKind>().map_err(|_| {
-                format!("unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, glibc, glibc-adaptive, glibc-pi, std, parking_lot, tas-floor, or the variants adaptive-oncpu, adaptive-nobail, ticket-nobackoff)")
+                let variants: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+                format!(
+                    "unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, {}, tas-floor, or the variants {})",
+                    LockKind::PEERS.map(|p| p.name()).join(", "),
+                    variants.join(", ")
+                )
             })?],
         };
         for kind in group {

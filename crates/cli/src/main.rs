@@ -85,6 +85,8 @@ enum Command {
         /// tas-floor (a bare test-and-set pair, the floor) and variants that
         /// switch one decision: adaptive-oncpu (the BPF on-CPU table; root),
         /// adaptive-nobail (keeps spinning when the owner changes, seed 000),
+        /// adaptive-nobackoff (the spinner reads the word without pausing),
+        /// adaptive-eager (the spinner gives a releasing owner no grace),
         /// ticket-nobackoff (no proportional backoff, seed 003).
         #[arg(long, value_parser = args::lock_list)]
         locks: Option<args::List<LockKind>>,
