@@ -10,7 +10,7 @@
 //!   that re-enters the spin loop after losing turns the mutex into a
 //!   spinlock);
 //! - the spinner backs off between reads of the lock word, doubling up to
-//!   32 pauses (seed 003's point: every read takes the line from the owner);
+//!   ~400 ns (seed 003's point: every read takes the line from the owner);
 //! - a spinner that sees the lock free gives its owner a short grace to
 //!   take it back before competing (an owner looping around a short
 //!   critical section keeps it on its CPU, where it does most work; the
@@ -88,29 +88,30 @@ const MIN_SPIN_NS: u32 = 2_000;
 /// sleeps: about the cost of a futex sleep and wake-up, which it saves when
 /// the critical section is short.
 const QUEUED_SPIN_NS: u64 = 2_000;
-/// The spinner's pauses between two reads of the lock word double up to
-/// this (about 1-2 µs on current x86 cores, under a tenth of the
-/// microsecond critical sections spinning is for).
-const MAX_SPIN_PAUSES: u32 = if cfg!(loom) { 1 } else { 32 };
+/// The spinner's wait between two reads of the lock word doubles, from one
+/// pause, up to this: a tenth of the shortest critical section spinning
+/// is for, so a release is seen at most that late. (Time, not a count of
+/// pauses: a pause lasts 10 ns on one core and 50 on the next.)
+const MAX_SPIN_BACKOFF_NS: u64 = 400;
 /// Budget of a fresh lock (a zeroed budget field reads as this).
 const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
-/// The grace a spinner gives a releasing owner to take the lock back,
-/// in pauses: adapted per lock to twice the longest return seen, between
-/// these (about 50 ns to 3 µs on current x86 cores).
-const MIN_GRACE_PAUSES: u32 = 4;
-const MAX_GRACE_PAUSES: u32 = if cfg!(loom) { 4 } else { 255 };
+/// The grace a spinner gives a releasing owner to take the lock back:
+/// adapted per lock to twice the longest return seen, between these.
+const MIN_GRACE_NS: u32 = 48;
+const MAX_GRACE_NS: u32 = 3_000;
 /// Grace of a fresh lock.
-const INITIAL_GRACE_PAUSES: u32 = 8;
-/// The spinner's pause before its next read after the owner came back
+const INITIAL_GRACE_NS: u32 = 96;
+/// The spinner's wait before its next read after the owner came back
 /// within a grace: such an owner re-takes the lock at once, every read
 /// costs it a cache miss, and ~3 µs (what a futex sleep and wake-up would
 /// cost a waiter anyway) is still soon enough to see it leave.
-const RETURNING_OWNER_PAUSES: u32 = if cfg!(loom) { 1 } else { 256 };
-/// Pauses between two reads of the lock word during the grace.
-const GRACE_POLL_PAUSES: u32 = 2;
+const RETURNING_OWNER_BACKOFF_NS: u64 = 3_000;
+/// The wait between two reads of the lock word during the grace.
+const GRACE_POLL_NS: u64 = 24;
 
 /// Per-lock tuning, one word: the spin budget in ns (low 24 bits) and the
-/// grace in pauses (high 8 bits); 0 in either reads as its initial value.
+/// grace in units of 16 ns (high 8 bits); 0 in either reads as its initial
+/// value.
 /// Updates are plain load-modify-store: a racing update may be lost, which
 /// only delays the adaptation by one spin.
 #[derive(Clone, Copy)]
@@ -131,15 +132,18 @@ impl Tuning {
         Tuning((self.0 & !Self::BUDGET_MASK) | ns.min(Self::BUDGET_MASK))
     }
 
-    fn grace_pauses(self) -> u32 {
+    const GRACE_UNIT_NS: u32 = 16;
+
+    fn grace_ns(self) -> u32 {
         match self.0 >> Self::GRACE_SHIFT {
-            0 => INITIAL_GRACE_PAUSES,
-            pauses => pauses,
+            0 => INITIAL_GRACE_NS,
+            units => units * Self::GRACE_UNIT_NS,
         }
     }
 
-    fn with_grace_pauses(self, pauses: u32) -> Tuning {
-        Tuning((self.0 & Self::BUDGET_MASK) | pauses.min(MAX_GRACE_PAUSES) << Self::GRACE_SHIFT)
+    fn with_grace_ns(self, ns: u32) -> Tuning {
+        let units = ns.clamp(MIN_GRACE_NS, MAX_GRACE_NS) / Self::GRACE_UNIT_NS;
+        Tuning((self.0 & Self::BUDGET_MASK) | units << Self::GRACE_SHIFT)
     }
 }
 
@@ -454,13 +458,14 @@ impl<R: Recorder> RawAdaptive<R> {
         mut budget: SpinBudget,
         watch: &mut OwnerWatch,
     ) -> (SpinEnd, u64) {
+        let max_pauses = if cfg!(loom) { 1 } else { clock::pauses_in(MAX_SPIN_BACKOFF_NS) };
         let mut pauses = 1;
         loop {
             let mut word = self.word.load(Ordering::Relaxed);
             if word & OWNER_MASK == 0 && config::owner_return_grace() {
                 match self.give_owner_grace(owner) {
                     Grace::Returned => {
-                        pauses = RETURNING_OWNER_PAUSES;
+                        pauses = if cfg!(loom) { 1 } else { clock::pauses_in(RETURNING_OWNER_BACKOFF_NS) };
                         continue;
                     }
                     Grace::OwnerChanged => continue,
@@ -514,7 +519,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 spin_hint();
             }
             if config::spinner_backoff() {
-                pauses = (pauses * 2).min(MAX_SPIN_PAUSES);
+                pauses = (pauses * 2).min(max_pauses);
             }
         }
     }
@@ -572,29 +577,35 @@ impl<R: Recorder> RawAdaptive<R> {
     /// spinner kept waiting this way is served by the handoff bound.
     fn give_owner_grace(&self, owner: u32) -> Grace {
         let tuning = self.tuning();
-        let grace = tuning.grace_pauses();
-        let mut waited = 0;
-        while waited < grace {
-            for _ in 0..GRACE_POLL_PAUSES {
+        let grace = tuning.grace_ns();
+        let grace_cycles = clock::ns_to_cycles(grace as u64);
+        let poll_pauses = clock::pauses_in(GRACE_POLL_NS);
+        let start = clock::cycles();
+        let mut polls = 0;
+        while clock::cycles().wrapping_sub(start) < grace_cycles
+            && !crate::sync::MODEL_SPIN_LIMIT.is_some_and(|limit| polls >= limit)
+        {
+            for _ in 0..poll_pauses {
                 spin_hint();
             }
-            waited += GRACE_POLL_PAUSES;
+            polls += 1;
             let word = self.word.load(Ordering::Relaxed);
             match word & OWNER_MASK {
                 0 => {}
                 returned if returned == owner => {
-                    let covering = (2 * waited).max(MIN_GRACE_PAUSES);
+                    let waited = clock::cycles_to_ns(clock::cycles().wrapping_sub(start)) as u32;
+                    let covering = waited.saturating_mul(2);
                     if covering > grace {
-                        self.tuning.store(tuning.with_grace_pauses(covering).0, Ordering::Relaxed);
+                        self.tuning.store(tuning.with_grace_ns(covering).0, Ordering::Relaxed);
                     }
                     return Grace::Returned;
                 }
                 _ => return Grace::OwnerChanged,
             }
         }
-        let halved = (grace / 2).max(MIN_GRACE_PAUSES);
-        if halved != grace {
-            self.tuning.store(tuning.with_grace_pauses(halved).0, Ordering::Relaxed);
+        let halved = tuning.with_grace_ns(grace / 2);
+        if halved.grace_ns() != grace {
+            self.tuning.store(halved.0, Ordering::Relaxed);
         }
         Grace::StillFree(self.word.load(Ordering::Relaxed))
     }
@@ -838,13 +849,13 @@ mod tests {
     #[test]
     fn grace_shrinks_while_owners_do_not_return() {
         let lock = RawAdaptive::<NoStats>::new();
-        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES);
+        assert_eq!(lock.tuning().grace_ns(), INITIAL_GRACE_NS);
         assert_eq!(lock.give_owner_grace(OTHER), Grace::StillFree(0));
-        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES / 2);
+        assert_eq!(lock.tuning().grace_ns(), INITIAL_GRACE_NS / 2);
         for _ in 0..8 {
             assert_eq!(lock.give_owner_grace(OTHER), Grace::StillFree(0));
         }
-        assert_eq!(lock.tuning().grace_pauses(), MIN_GRACE_PAUSES);
+        assert_eq!(lock.tuning().grace_ns(), MIN_GRACE_NS);
         assert_eq!(lock.tuning().spin_budget_ns(), INITIAL_SPIN_NS, "the budget is a separate field");
     }
 
@@ -856,7 +867,7 @@ mod tests {
         lock.word.store(OTHER | WAITERS, Ordering::Relaxed);
         assert_eq!(lock.give_owner_grace(OTHER), Grace::Returned);
         assert_eq!(lock.give_owner_grace(OTHER - 1), Grace::OwnerChanged);
-        assert_eq!(lock.tuning().grace_pauses(), INITIAL_GRACE_PAUSES, "a quick return keeps the grace");
+        assert!(lock.tuning().grace_ns() >= INITIAL_GRACE_NS, "a return never shrinks the grace");
     }
 
     /// A loop that re-takes the lock at once, against a spinner: the grace
@@ -885,14 +896,14 @@ mod tests {
             lock.lock();
             acquisitions += 1;
             unsafe { lock.unlock() };
-            largest_grace = largest_grace.max(lock.tuning().grace_pauses());
+            largest_grace = largest_grace.max(lock.tuning().grace_ns());
         }
         stop.store(true, Ordering::Relaxed);
         owner.join().unwrap();
         assert!(acquisitions > 0);
         assert!(
-            largest_grace > INITIAL_GRACE_PAUSES,
-            "grace at most {largest_grace} pauses in 300 ms of a tight loop"
+            largest_grace > INITIAL_GRACE_NS,
+            "grace at most {largest_grace} ns in 300 ms of a tight loop"
         );
     }
 

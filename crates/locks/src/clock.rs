@@ -81,6 +81,46 @@ pub fn cycles_to_ns(cycles: u64) -> u64 {
     (cycles as f64 / cycles_per_ns()) as u64
 }
 
+/// Length of one spin-loop hint (`pause`), in picoseconds; 0 until measured.
+static PAUSE_PS: AtomicU64 = AtomicU64::new(0);
+
+/// How many spin-loop hints last about `ns` nanoseconds (at least one).
+///
+/// Spin decisions are tuned in time, but a pause is not a unit of time: it
+/// lasts ~10 ns on some x86 cores and ~50 ns on others (and 140 cycles on
+/// Skylake), so a backoff counted in pauses would wait five times longer
+/// on one machine than on the next. The length is measured on first use.
+pub fn pauses_in(ns: u64) -> u32 {
+    let mut ps = PAUSE_PS.load(Ordering::Relaxed);
+    if ps == 0 {
+        ps = measure_pause_ps();
+    }
+    (ns.saturating_mul(1000) / ps).clamp(1, u32::MAX as u64) as u32
+}
+
+#[cold]
+fn measure_pause_ps() -> u64 {
+    let ps = if cfg!(loom) {
+        10_000 // under loom a pause is a model yield: any fixed value will do
+    } else {
+        // The shortest of a few rounds: a preemption can only lengthen one.
+        const ROUND: u32 = 200;
+        let shortest = (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..ROUND {
+                    std::hint::spin_loop();
+                }
+                start.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        (shortest.as_nanos() as u64 * 1000 / ROUND as u64).max(1)
+    };
+    PAUSE_PS.store(ps, Ordering::Relaxed);
+    ps
+}
+
 /// A busy-wait's time budget, checked on every iteration of a spin loop.
 pub(crate) struct SpinBudget {
     start: u64,
@@ -117,5 +157,26 @@ impl SpinBudget {
             let _ = limit;
         }
         self.elapsed() > self.limit
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Pauses counted for a span last about that span, whatever a pause
+    /// costs on this core (a preemption can only lengthen the run, so only
+    /// the lower bound is checked).
+    #[test]
+    fn pauses_in_a_span_last_about_that_span() {
+        assert_eq!(pauses_in(0), 1, "always at least one pause");
+        let count = pauses_in(20_000);
+        let start = Instant::now();
+        for _ in 0..count {
+            std::hint::spin_loop();
+        }
+        let took = start.elapsed();
+        assert!(took >= Duration::from_micros(10), "{count} pauses for 20 µs took {took:?}");
+        assert!(pauses_in(40_000) >= 2 * count - 1, "the count scales with the span");
     }
 }
