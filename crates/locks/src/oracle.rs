@@ -11,16 +11,18 @@
 //!    per-thread CPU clock (`clock_gettime` on the clock id of its tid). The
 //!    kernel brings a running thread's clock up to date on every read, so a
 //!    clock that did not advance across a probe interval means the owner was
-//!    not on a CPU for that interval. Measured here: a probe costs about
-//!    300 ns; a busy thread's clock advanced between 81% of back-to-back
-//!    probes and between all probes 2 µs apart, a sleeping one almost never.
-//!    The first verdict needs two probes, so the fallback is slower to
-//!    notice a preempted owner (a few µs) than the exact table.
+//!    not on a CPU for that interval. Measured: a probe costs 300 ns on one
+//!    2-core guest and 860 ns on another; a busy thread's clock advanced
+//!    between 81% of back-to-back probes and between all probes 2 µs
+//!    apart, a sleeping one almost never. Probes are spaced by at least
+//!    four of their own measured costs. The first verdict needs two
+//!    probes, so the fallback is slower to notice a preempted owner (a few
+//!    µs) than the exact table.
 //!
 //! The spin *budget* (how long to spin on a running owner at most) is the
 //! lock's business, not the oracle's: see `adaptive.rs`.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// What the oracle believes about a thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,12 +129,41 @@ struct CpuClockProbe {
     interval_cycles: u64,
 }
 
-/// Spin this long before the first probe: most critical sections end
-/// sooner, and a probe is a system call.
+/// Spin at least this long before the first probe: most critical sections
+/// end sooner, and a probe is a system call.
 const FIRST_PROBE_AFTER_NS: u64 = 1_000;
-/// Probe interval: long enough that a running owner's clock always moves
-/// (measured: it does at 2 µs), short enough to notice preemption quickly.
+/// Probe interval at least: long enough that a running owner's clock always
+/// moves (measured: it does at 2 µs), short enough to notice preemption
+/// quickly.
 const PROBE_INTERVAL_NS: u64 = 2_000;
+/// Probes are spaced by at least this many times their own cost. A probe
+/// reads a clock the kernel must bring up to date on the owner's CPU: 300
+/// ns on one machine, 860 on another under a hypervisor. While it runs the
+/// spinner cannot see a release, so on a slow probe the fixed spacing
+/// above made a 2 µs critical section pay a probe in every other
+/// acquisition; this way probes take at most a fifth of a spin.
+const PROBE_SPACING_IN_COSTS: u64 = 4;
+/// The most a probe is taken to cost (so probes are at most 20 µs apart).
+const MAX_PROBE_COST_NS: u64 = 5_000;
+
+/// What a probe costs in this process, in cycles (a moving average; 0
+/// before the first). Shared by every lock: it is a property of the
+/// machine.
+static PROBE_CYCLES: AtomicU64 = AtomicU64::new(0);
+
+/// `at_least_ns` in cycles, or more if probes are slow.
+fn probe_spacing(at_least_ns: u64) -> u64 {
+    spacing(at_least_ns, PROBE_CYCLES.load(Ordering::Relaxed))
+}
+
+/// `at_least_ns` in cycles, or `PROBE_SPACING_IN_COSTS` probes of
+/// `probe_cycles` each if longer. The cost is capped: a run of probes
+/// preempted midway must not space the next ones so far apart that a
+/// preempted owner goes unnoticed.
+fn spacing(at_least_ns: u64, probe_cycles: u64) -> u64 {
+    let cost = probe_cycles.min(crate::clock::ns_to_cycles(MAX_PROBE_COST_NS));
+    crate::clock::ns_to_cycles(at_least_ns).max(PROBE_SPACING_IN_COSTS * cost)
+}
 
 impl CpuClockProbe {
     fn new(tid: u32) -> Self {
@@ -141,10 +172,10 @@ impl CpuClockProbe {
             // The kernel's encoding of a per-thread scheduler clock
             // (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)).
             clock: ((!(tid as libc::clockid_t)) << 3) | 6,
-            next_probe_at: now + crate::clock::ns_to_cycles(FIRST_PROBE_AFTER_NS),
+            next_probe_at: now + probe_spacing(FIRST_PROBE_AFTER_NS),
             last_cpu_ns: None,
             verdict: OwnerState::Unknown,
-            interval_cycles: crate::clock::ns_to_cycles(PROBE_INTERVAL_NS),
+            interval_cycles: probe_spacing(PROBE_INTERVAL_NS),
         }
     }
 
@@ -167,6 +198,13 @@ impl CpuClockProbe {
         // SAFETY: `ts` is a valid out-pointer; an invalid clock id (the
         // owner exited, or lives in another process) only returns an error.
         let ok = unsafe { libc::clock_gettime(self.clock, &mut ts) } == 0;
+        let cost = crate::clock::cycles().saturating_sub(now);
+        // A racing update may be lost: the average only moves slower.
+        let average = match PROBE_CYCLES.load(Ordering::Relaxed) {
+            0 => cost,
+            old => (old.saturating_mul(7).saturating_add(cost)) / 8,
+        };
+        PROBE_CYCLES.store(average, Ordering::Relaxed);
         if !ok {
             self.verdict = OwnerState::Unknown;
             return self.verdict;
@@ -179,5 +217,29 @@ impl CpuClockProbe {
         };
         self.last_cpu_ns = Some(cpu_ns);
         self.verdict
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ns_to_cycles;
+
+    /// Cheap probes keep the fixed spacing; slow ones space probes out to
+    /// four of their costs; a cost inflated by preemption is capped.
+    #[test]
+    fn probes_are_spaced_by_their_cost_within_bounds() {
+        let at_least = ns_to_cycles(PROBE_INTERVAL_NS);
+        assert_eq!(spacing(PROBE_INTERVAL_NS, ns_to_cycles(100)), at_least);
+        assert_eq!(spacing(PROBE_INTERVAL_NS, ns_to_cycles(1_000)), 4 * ns_to_cycles(1_000));
+        assert_eq!(spacing(PROBE_INTERVAL_NS, ns_to_cycles(1_000_000)), 4 * ns_to_cycles(MAX_PROBE_COST_NS));
+    }
+
+    /// A probe of a running thread records what it cost.
+    #[test]
+    fn a_probe_measures_its_cost() {
+        let mut probe = CpuClockProbe::new(crate::sync::current_tid());
+        probe.probe(crate::clock::cycles());
+        assert!(PROBE_CYCLES.load(Ordering::Relaxed) > 0);
     }
 }
