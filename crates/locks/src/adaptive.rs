@@ -14,8 +14,10 @@
 //! - a spinner that sees the lock free gives its owner a short grace to
 //!   take it back before competing (an owner looping around a short
 //!   critical section keeps it on its CPU, where it does most work; the
-//!   grace adapts per lock to how soon owners come back, so where they do
-//!   not it shrinks to ~50 ns; the handoff bound below keeps it fair);
+//!   grace adapts per lock to how soon owners come back, between ~50 and
+//!   256 ns, past which an idle lock costs more than moving it; an owner
+//!   back at once sends the spinner into a long back-off, and the handoff
+//!   bound below keeps that fair);
 //! - only one waiter spins on the lock word at a time, the others sleep
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
