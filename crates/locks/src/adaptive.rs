@@ -113,11 +113,15 @@ const AT_ONCE_RETURN_NS: u32 = 128;
 const INITIAL_GRACE_NS: u32 = 96;
 /// The spinner's wait before its next read after the owner came back at
 /// once: such an owner loops around a short critical section, and every
-/// read costs it a cache miss. 12 µs, a few futex sleep-and-wake costs, is
-/// still soon enough to see it leave (measured in `sem` against 3 µs:
-/// 0.73-0.88x parking_lot at 16-256 threads became 0.75-0.94x), and the
-/// handoff bound serves a spinner it never leaves to.
-const RETURNING_OWNER_BACKOFF_NS: u64 = 12_000;
+/// read costs it a cache miss. Worse, a spinner whose budget runs out
+/// while it watches sleeps, and the owner pays a futex wake for it at its
+/// next unlock: the longer this wait, the rarer those wakes. 24 µs, a few
+/// futex sleep-and-wake costs, is still soon enough to see the owner leave
+/// (in `sem`, parking_lot's ratio at 2/4/16/64/256 threads, medians of 6
+/// alternated runs: 0.90/0.77/0.52/0.69/0.67x at 12 µs, 1.21/1.00/0.74/
+/// 0.80/0.82x at 24 µs), and the handoff bound serves a spinner it never
+/// leaves to.
+const RETURNING_OWNER_BACKOFF_NS: u64 = 24_000;
 /// The wait between two reads of the lock word during the grace.
 const GRACE_POLL_NS: u64 = 24;
 
