@@ -429,21 +429,8 @@ impl<R: Recorder> RawAdaptive<R> {
     #[cold]
     fn give_up(&self, slept: bool, wait_start: u64) -> bool {
         self.recorder.timed_out(record::waited::<R>(wait_start));
-        if slept {
-            let mut word = self.word.load(Ordering::Relaxed);
-            loop {
-                if word & OWNER_MASK == 0 {
-                    futex_wake(&self.word, 1);
-                    break;
-                }
-                if word & WAITERS != 0 {
-                    break;
-                }
-                match self.word.compare_exchange(word, word | WAITERS, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => break,
-                    Err(now) => word = now,
-                }
-            }
+        if slept && !self.keep_sleepers_announced(self.word.load(Ordering::Relaxed)) {
+            futex_wake(&self.word, 1);
         }
         false
     }
