@@ -22,7 +22,12 @@
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
 //! - sleep on a process-private futex; unlock issues a wake only when the
-//!   WAITERS bit says somebody sleeps.
+//!   WAITERS bit says somebody sleeps and no waiter is spinning: a spinner
+//!   takes the lock anyway, so a wake would cost the owner a system call
+//!   to add a competitor (the kernel mutex does the same: a waiter that
+//!   spins is not woken, and the unlock's wake goes to sleepers only).
+//!   The unlock then leaves WAITERS on the free word, and the duty of
+//!   waking passes to whoever unlocks next (see `unlock_contended`).
 //!
 //! Lock word (seed 001's TID|FUTEX_WAITERS policy):
 //!
@@ -31,7 +36,8 @@
 //! [WAITERS] [HANDOFF] [owner tid, 0 when unlocked   ]
 //! ```
 //! Uncontended lock is one compare-exchange 0 -> tid; uncontended unlock is
-//! one compare-exchange tid -> 0.
+//! one compare-exchange tid -> 0. A free word may still carry WAITERS
+//! (`WAITERS | 0`): lock takes it keeping the bit.
 //!
 //! Starvation is bounded by *handoff*: a waiter passed over for longer than
 //! the bound (`config::handoff_bound`, 1 ms by default) claims the `handoff`
@@ -55,7 +61,8 @@ use crate::config;
 use crate::oracle::{OwnerState, OwnerWatch};
 use crate::record::{self, AcquireKind, NoStats, Recorder};
 use crate::sync::{
-    current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, AtomicU32, Ordering, WaitOutcome,
+    current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, store_load_barrier, AtomicU32,
+    Ordering, WaitOutcome,
 };
 use std::time::Instant;
 
@@ -124,17 +131,35 @@ const INITIAL_GRACE_NS: u32 = 96;
 const RETURNING_OWNER_BACKOFF_NS: u64 = 24_000;
 /// The wait between two reads of the lock word during the grace.
 const GRACE_POLL_NS: u64 = 24;
+/// While a waiter spins, unlocks leave the sleepers asleep (see
+/// `unlock_contended`); so that none starves, the spinner, which is only
+/// waiting anyway, wakes the longest sleeper if none was woken for this
+/// long. The sleeper, if passed over for the handoff bound, then asks for
+/// the lock. ~10 000 wakes a second at most, paid off the owner's CPU.
+const SLEEPER_WAKE_INTERVAL_NS: u64 = 100_000;
+/// The unit of the last-wake stamp kept in the tuning word (7 bits, so the
+/// stamp wraps every ~2 ms: a wrap can delay a wake by one interval).
+const WAKE_STAMP_UNIT_NS: u64 = 16_384;
+const WAKE_STAMP_MASK: u32 = 0x7f;
+const WAKE_INTERVAL_STAMPS: u32 = (SLEEPER_WAKE_INTERVAL_NS / WAKE_STAMP_UNIT_NS) as u32;
 
-/// Per-lock tuning, one word: the spin budget in ns (low 24 bits) and the
-/// grace in units of 16 ns (high 8 bits); 0 in either reads as its initial
-/// value.
+/// Now, in the units of the last-wake stamp.
+fn wake_stamp_now() -> u32 {
+    (clock::cycles_to_ns(clock::cycles()) / WAKE_STAMP_UNIT_NS) as u32 & WAKE_STAMP_MASK
+}
+
+/// Per-lock tuning, one word: the spin budget in ns (low 17 bits), when a
+/// spinner last woke a sleeper (7 bits, see `SLEEPER_WAKE_INTERVAL_NS`)
+/// and the grace in units of 16 ns (high 8 bits); 0 in the budget or the
+/// grace reads as its initial value.
 /// Updates are plain load-modify-store: a racing update may be lost, which
 /// only delays the adaptation by one spin.
 #[derive(Clone, Copy)]
 struct Tuning(u32);
 
 impl Tuning {
-    const BUDGET_MASK: u32 = (1 << 24) - 1;
+    const BUDGET_MASK: u32 = (1 << 17) - 1;
+    const WAKE_SHIFT: u32 = 17;
     const GRACE_SHIFT: u32 = 24;
 
     fn spin_budget_ns(self) -> u32 {
@@ -148,6 +173,14 @@ impl Tuning {
         Tuning((self.0 & !Self::BUDGET_MASK) | ns.min(Self::BUDGET_MASK))
     }
 
+    fn last_wake_stamp(self) -> u32 {
+        (self.0 >> Self::WAKE_SHIFT) & WAKE_STAMP_MASK
+    }
+
+    fn with_last_wake_stamp(self, stamp: u32) -> Tuning {
+        Tuning((self.0 & !(WAKE_STAMP_MASK << Self::WAKE_SHIFT)) | (stamp & WAKE_STAMP_MASK) << Self::WAKE_SHIFT)
+    }
+
     const GRACE_UNIT_NS: u32 = 16;
 
     fn grace_ns(self) -> u32 {
@@ -159,7 +192,7 @@ impl Tuning {
 
     fn with_grace_ns(self, ns: u32) -> Tuning {
         let units = ns.clamp(MIN_GRACE_NS, MAX_GRACE_NS) / Self::GRACE_UNIT_NS;
-        Tuning((self.0 & Self::BUDGET_MASK) | units << Self::GRACE_SHIFT)
+        Tuning((self.0 & ((1 << Self::GRACE_SHIFT) - 1)) | units << Self::GRACE_SHIFT)
     }
 }
 
@@ -226,7 +259,7 @@ impl<R: Recorder> RawAdaptive<R> {
     #[inline]
     pub fn lock(&self) {
         let tid = current_tid();
-        if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        if self.try_acquire(tid) {
             self.recorder.acquired(AcquireKind::NoWait, 0);
             return;
         }
@@ -237,7 +270,7 @@ impl<R: Recorder> RawAdaptive<R> {
     #[inline]
     pub fn try_lock(&self) -> bool {
         let tid = current_tid();
-        let ok = self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        let ok = self.try_acquire(tid);
         if ok {
             self.recorder.acquired(AcquireKind::NoWait, 0);
         } else {
@@ -249,11 +282,25 @@ impl<R: Recorder> RawAdaptive<R> {
     /// Acquires the lock unless `deadline` passes first.
     pub fn lock_until(&self, deadline: Instant) -> bool {
         let tid = current_tid();
-        if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        if self.try_acquire(tid) {
             self.recorder.acquired(AcquireKind::NoWait, 0);
             return true;
         }
         self.lock_contended(tid, Some(deadline))
+    }
+
+    /// Takes the lock if it is free: 0 -> tid, or, on a free word that
+    /// still announces sleepers (an unlock left the wake to the next
+    /// owner), WAITERS -> tid | WAITERS.
+    #[inline(always)]
+    fn try_acquire(&self, tid: u32) -> bool {
+        match self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => true,
+            Err(word) => {
+                word == WAITERS
+                    && self.word.compare_exchange(WAITERS, tid | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            }
+        }
     }
 
     /// Releases the lock.
@@ -302,7 +349,8 @@ impl<R: Recorder> RawAdaptive<R> {
         let mut spun = false;
         let mut slept = false;
         loop {
-            let word = self.word.load(Ordering::Relaxed);
+            // SeqCst: after leaving the spinner slot, see below.
+            let word = self.word.load(Ordering::SeqCst);
 
             // The lock is free: take it. A thread that has slept keeps
             // WAITERS set, since others may still sleep behind it.
@@ -327,10 +375,17 @@ impl<R: Recorder> RawAdaptive<R> {
                 spun = true;
                 let keep = if slept { WAITERS } else { 0 };
                 let end = self.spin_on_owner(word & OWNER_MASK, tid | keep, deadline);
-                self.spinner.store(0, Ordering::Release);
                 if end == SpinEnd::Acquired {
+                    self.spinner.store(0, Ordering::Release);
                     return self.acquired_after_wait(slept, wait_start);
                 }
+                // Leave the slot, then read the word again (the loop's
+                // first read): an unlock that saw us spinning left its
+                // wake undone, trusting us to take the lock. The unlock
+                // releases and then reads the slot; we clear the slot and
+                // then read the word: one of the two sees the other.
+                self.spinner.store(0, Ordering::SeqCst);
+                store_load_barrier();
                 continue;
             }
 
@@ -517,6 +572,9 @@ impl<R: Recorder> RawAdaptive<R> {
                 self.spin_budget_spent();
                 return (SpinEnd::BudgetSpent, budget.elapsed());
             }
+            if word & WAITERS != 0 {
+                self.wake_an_overdue_sleeper();
+            }
             // Back off between reads (seed 003): each read pulls the lock's
             // cache line away from the owner, who needs it to unlock and,
             // with short critical sections, to lock again right away.
@@ -546,6 +604,20 @@ impl<R: Recorder> RawAdaptive<R> {
             }
             spin_hint();
         }
+    }
+
+    /// Called by the spinner while sleepers are announced: wakes the
+    /// longest sleeper if no spinner has for `SLEEPER_WAKE_INTERVAL_NS`.
+    /// Returns whether it woke (tried to wake) one.
+    fn wake_an_overdue_sleeper(&self) -> bool {
+        let stamp = wake_stamp_now();
+        let tuning = self.tuning();
+        if stamp.wrapping_sub(tuning.last_wake_stamp()) & WAKE_STAMP_MASK < WAKE_INTERVAL_STAMPS {
+            return false;
+        }
+        self.tuning.store(tuning.with_last_wake_stamp(stamp).0, Ordering::Relaxed);
+        futex_wake(&self.word, 1);
+        true
     }
 
     fn tuning(&self) -> Tuning {
@@ -727,10 +799,34 @@ impl<R: Recorder> RawAdaptive<R> {
             // Release with a CAS against the word we inspected, not a swap:
             // a requester may set HANDOFF meanwhile, and its request must
             // not be wiped out by the release.
-            if self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            if word & WAITERS == 0 {
+                if self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
+                    return;
+                }
                 continue;
             }
-            if word & WAITERS != 0 {
+            // Somebody sleeps. Release but keep the mark, then look for a
+            // spinner: one that is spinning will take the lock, so waking
+            // a sleeper would only pay a system call for a competitor that
+            // finds the lock gone and sleeps again (in `sem` at 16 threads
+            // on 2 CPUs, nearly every such wake found nobody queued yet and
+            // every such sleep failed at once). The mark stays on the word
+            // and the next unlock decides again. The spinner clears its
+            // slot before its last read of the word, and we read the slot
+            // after the release: either we see it gone, or it sees the lock
+            // free and takes it.
+            if self.word.compare_exchange(word, WAITERS, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            store_load_barrier();
+            if self.spinner.load(Ordering::SeqCst) != 0 {
+                return;
+            }
+            // Nobody spins: wake one sleeper, who re-marks the word when it
+            // takes the lock (others may sleep behind it). If the lock was
+            // taken meanwhile, the mark went with it and the new owner's
+            // unlock decides.
+            if self.word.compare_exchange(WAITERS, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
                 futex_wake(&self.word, 1);
             }
             return;
@@ -862,6 +958,45 @@ mod tests {
         }
         assert_eq!(lock.tuning().grace_ns(), MIN_GRACE_NS);
         assert_eq!(lock.tuning().spin_budget_ns(), INITIAL_SPIN_NS, "the budget is a separate field");
+    }
+
+    /// An unlock with a sleeper announced and a waiter spinning releases
+    /// the lock but leaves the mark (the spinner will take the lock; no
+    /// wake). With nobody spinning, it clears the mark and wakes.
+    #[test]
+    fn unlock_leaves_the_wake_to_a_spinner() {
+        let lock = RawAdaptive::<NoStats>::new();
+        let tid = current_tid();
+        lock.word.store(tid | WAITERS, Ordering::Relaxed);
+        lock.spinner.store(OTHER, Ordering::Relaxed);
+        unsafe { lock.unlock() };
+        assert_eq!(lock.word.load(Ordering::Relaxed), WAITERS, "free, still marked");
+        assert!(!lock.is_locked());
+
+        // The marked free word is taken keeping the mark, by the fast
+        // paths too.
+        assert!(lock.try_lock());
+        assert_eq!(lock.word.load(Ordering::Relaxed), tid | WAITERS);
+
+        lock.spinner.store(0, Ordering::Relaxed);
+        unsafe { lock.unlock() };
+        assert_eq!(lock.word.load(Ordering::Relaxed), 0, "nobody spins: the mark is cleared and a sleeper woken");
+    }
+
+    /// The spinner wakes a sleeper when none was woken for the interval,
+    /// and not again until the interval has passed.
+    #[test]
+    fn a_spinner_wakes_an_overdue_sleeper_once_per_interval() {
+        let lock = RawAdaptive::<NoStats>::new();
+        let now = wake_stamp_now();
+        let set_stamp = |stamp: u32| lock.tuning.store(lock.tuning().with_last_wake_stamp(stamp).0, Ordering::Relaxed);
+        set_stamp(now);
+        assert!(!lock.wake_an_overdue_sleeper(), "a sleeper was just woken");
+        set_stamp(now.wrapping_sub(WAKE_INTERVAL_STAMPS + 1));
+        assert!(lock.wake_an_overdue_sleeper(), "none woken for longer than the interval");
+        assert!(!lock.wake_an_overdue_sleeper(), "the stamp moved to now");
+        assert_eq!(lock.tuning().spin_budget_ns(), INITIAL_SPIN_NS, "the budget is a separate field");
+        assert_eq!(lock.tuning().grace_ns(), INITIAL_GRACE_NS, "the grace is a separate field");
     }
 
     /// The owner back in the word ends the grace as a return; anybody

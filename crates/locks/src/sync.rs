@@ -11,6 +11,19 @@ pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
+/// Orders this thread's SeqCst store before its next SeqCst load of another
+/// location: the two halves of a Dekker handshake (each side writes its
+/// own flag, then reads the other's; at least one sees the other's write).
+/// The C++ memory model guarantees that for SeqCst accesses alone, and on
+/// x86 it costs nothing more (the store is a locked instruction). loom
+/// models SeqCst accesses as acquire/release only, so there a SeqCst fence
+/// stands in for the guarantee.
+#[inline(always)]
+pub(crate) fn store_load_barrier() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// A hint that this thread is busy-waiting. Under loom it yields to the
 /// model scheduler, which is what lets a spin loop terminate there.
 #[inline(always)]
