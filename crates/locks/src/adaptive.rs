@@ -311,10 +311,15 @@ impl<R: Recorder> RawAdaptive<R> {
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
         let tid = current_tid();
-        if self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
+        // Read the word first: it is the owner's own cache line, so the
+        // read is nearly free, and while sleepers are announced (WAITERS)
+        // a compare-exchange expecting the bare tid would fail and cost as
+        // much as the one that follows.
+        let word = self.word.load(Ordering::Acquire);
+        if word == tid && self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
             return;
         }
-        self.unlock_contended();
+        self.unlock_contended(word);
     }
 
     /// Whether some thread holds the lock.
@@ -776,10 +781,10 @@ impl<R: Recorder> RawAdaptive<R> {
         futex_wake_bits(&self.handoff, 1, QUEUED_BITS);
     }
 
+    /// `word`: the lock word as last read (acquire) by the caller.
     #[cold]
-    fn unlock_contended(&self) {
+    fn unlock_contended(&self, mut word: u32) {
         loop {
-            let word = self.word.load(Ordering::Acquire);
             if word & HANDOFF != 0 {
                 let request = self.handoff.load(Ordering::Relaxed);
                 if request & (CLAIMED | GRANTED) == 0
@@ -794,14 +799,16 @@ impl<R: Recorder> RawAdaptive<R> {
                 }
                 // The requester is withdrawing; HANDOFF is about to clear.
                 spin_hint();
+                word = self.word.load(Ordering::Acquire);
                 continue;
             }
             // Release with a CAS against the word we inspected, not a swap:
             // a requester may set HANDOFF meanwhile, and its request must
             // not be wiped out by the release.
             if word & WAITERS == 0 {
-                if self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
-                    return;
+                match self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Acquire) {
+                    Ok(_) => return,
+                    Err(now) => word = now,
                 }
                 continue;
             }
@@ -815,7 +822,8 @@ impl<R: Recorder> RawAdaptive<R> {
             // slot before its last read of the word, and we read the slot
             // after the release: either we see it gone, or it sees the lock
             // free and takes it.
-            if self.word.compare_exchange(word, WAITERS, Ordering::SeqCst, Ordering::Relaxed).is_err() {
+            if let Err(now) = self.word.compare_exchange(word, WAITERS, Ordering::SeqCst, Ordering::Acquire) {
+                word = now;
                 continue;
             }
             store_load_barrier();
