@@ -134,7 +134,8 @@ const GRACE_POLL_NS: u64 = 24;
 /// While a waiter spins, unlocks leave the sleepers asleep (see
 /// `unlock_contended`); so that none starves, the spinner, which is only
 /// waiting anyway, wakes the longest sleeper if none was woken for this
-/// long. The sleeper, if passed over for the handoff bound, then asks for
+/// long (and so does a waiter about to sleep: a preempted spinner wakes
+/// nobody). The sleeper, if passed over for the handoff bound, then asks for
 /// the lock. ~10 000 wakes a second at most, paid off the owner's CPU.
 const SLEEPER_WAKE_INTERVAL_NS: u64 = 100_000;
 /// The unit of the last-wake stamp kept in the tuning word (7 bits, so the
@@ -146,6 +147,12 @@ const WAKE_INTERVAL_STAMPS: u32 = (SLEEPER_WAKE_INTERVAL_NS / WAKE_STAMP_UNIT_NS
 /// Now, in the units of the last-wake stamp.
 fn wake_stamp_now() -> u32 {
     (clock::cycles_to_ns(clock::cycles()) / WAKE_STAMP_UNIT_NS) as u32 & WAKE_STAMP_MASK
+}
+
+/// Whether a sleeper is overdue for a wake at stamp `now`, the last one
+/// having been woken at stamp `last` (both wrap at the mask).
+fn sleeper_wake_due(now: u32, last: u32) -> bool {
+    now.wrapping_sub(last) & WAKE_STAMP_MASK >= WAKE_INTERVAL_STAMPS
 }
 
 /// Per-lock tuning, one word: the spin budget in ns (low 17 bits), when a
@@ -454,6 +461,13 @@ impl<R: Recorder> RawAdaptive<R> {
             {
                 continue;
             }
+            if word & WAITERS != 0 {
+                // Others sleep already. The spinner wakes overdue ones, but
+                // a spinner preempted in its slot wakes nobody while the
+                // unlocks leave the waking to it; waiters going to sleep
+                // keep arriving under oversubscription, so they check too.
+                self.wake_an_overdue_sleeper();
+            }
             if futex_wait(&self.word, word | WAITERS, deadline) == WaitOutcome::TimedOut {
                 return self.give_up(true, wait_start);
             }
@@ -611,13 +625,21 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    /// Called by the spinner while sleepers are announced: wakes the
-    /// longest sleeper if no spinner has for `SLEEPER_WAKE_INTERVAL_NS`.
+    /// Called by the spinner, and by a waiter about to sleep, while
+    /// sleepers are announced: wakes the longest sleeper if none was woken
+    /// this way for `SLEEPER_WAKE_INTERVAL_NS`.
     /// Returns whether it woke (tried to wake) one.
+    ///
+    /// Under loom it never does: the stamp reads a clock whose absolute
+    /// value differs between executions, and the models must show that
+    /// no sleeper depends on these extra wakes to be woken at all.
     fn wake_an_overdue_sleeper(&self) -> bool {
+        if cfg!(loom) {
+            return false;
+        }
         let stamp = wake_stamp_now();
         let tuning = self.tuning();
-        if stamp.wrapping_sub(tuning.last_wake_stamp()) & WAKE_STAMP_MASK < WAKE_INTERVAL_STAMPS {
+        if !sleeper_wake_due(stamp, tuning.last_wake_stamp()) {
             return false;
         }
         self.tuning.store(tuning.with_last_wake_stamp(stamp).0, Ordering::Relaxed);
@@ -664,8 +686,11 @@ impl<R: Recorder> RawAdaptive<R> {
         let poll_pauses = clock::pauses_in(GRACE_POLL_NS);
         let start = clock::cycles();
         let mut polls = 0;
-        while clock::cycles().wrapping_sub(start) < grace_cycles
-            && !crate::sync::MODEL_SPIN_LIMIT.is_some_and(|limit| polls >= limit)
+        // At least one read, however late this thread runs: a grace that
+        // never looked at the word would call a returned owner absent.
+        while polls == 0
+            || (clock::cycles().wrapping_sub(start) < grace_cycles
+                && crate::sync::MODEL_SPIN_LIMIT.is_none_or(|limit| polls < limit))
         {
             for _ in 0..poll_pauses {
                 spin_hint();
@@ -991,18 +1016,35 @@ mod tests {
         assert_eq!(lock.word.load(Ordering::Relaxed), 0, "nobody spins: the mark is cleared and a sleeper woken");
     }
 
-    /// The spinner wakes a sleeper when none was woken for the interval,
-    /// and not again until the interval has passed.
+    /// A sleeper is due a wake once the interval has passed since the
+    /// last, across the stamp's wrap.
     #[test]
-    fn a_spinner_wakes_an_overdue_sleeper_once_per_interval() {
+    fn a_sleeper_is_due_a_wake_once_per_interval() {
+        let interval = WAKE_INTERVAL_STAMPS;
+        assert!(!sleeper_wake_due(10, 10));
+        assert!(!sleeper_wake_due(10 + interval - 1, 10));
+        assert!(sleeper_wake_due(10 + interval, 10));
+        assert!(!sleeper_wake_due(2, WAKE_STAMP_MASK - 1), "wrapped: 3 stamps since");
+        assert!(sleeper_wake_due(interval - 2, WAKE_STAMP_MASK - 1), "wrapped: the interval since");
+    }
+
+    /// An overdue wake is issued and moves the stamp to now; the fields
+    /// beside the stamp are untouched.
+    #[test]
+    fn an_overdue_wake_moves_the_stamp_to_now() {
         let lock = RawAdaptive::<NoStats>::new();
-        let now = wake_stamp_now();
-        let set_stamp = |stamp: u32| lock.tuning.store(lock.tuning().with_last_wake_stamp(stamp).0, Ordering::Relaxed);
-        set_stamp(now);
-        assert!(!lock.wake_an_overdue_sleeper(), "a sleeper was just woken");
-        set_stamp(now.wrapping_sub(WAKE_INTERVAL_STAMPS + 1));
-        assert!(lock.wake_an_overdue_sleeper(), "none woken for longer than the interval");
-        assert!(!lock.wake_an_overdue_sleeper(), "the stamp moved to now");
+        let before = wake_stamp_now();
+        let overdue = before.wrapping_sub(WAKE_INTERVAL_STAMPS + 1) & WAKE_STAMP_MASK;
+        lock.tuning.store(lock.tuning().with_last_wake_stamp(overdue).0, Ordering::Relaxed);
+        let woke = lock.wake_an_overdue_sleeper();
+        let after = wake_stamp_now();
+        let elapsed = after.wrapping_sub(before) & WAKE_STAMP_MASK;
+        // (A test thread descheduled for ~2 ms, a whole wrap, proves nothing.)
+        if elapsed < WAKE_STAMP_MASK / 2 {
+            assert!(woke, "none woken for longer than the interval");
+            let stored = lock.tuning().last_wake_stamp();
+            assert!(stored.wrapping_sub(before) & WAKE_STAMP_MASK <= elapsed, "stamp {stored} not in [{before}, {after}]");
+        }
         assert_eq!(lock.tuning().spin_budget_ns(), INITIAL_SPIN_NS, "the budget is a separate field");
         assert_eq!(lock.tuning().grace_ns(), INITIAL_GRACE_NS, "the grace is a separate field");
     }
