@@ -156,8 +156,8 @@ fn sleeper_wake_due(now: u32, last: u32) -> bool {
 }
 
 /// Per-lock tuning, one word: the spin budget in ns (low 17 bits), when a
-/// spinner last woke a sleeper (7 bits, see `SLEEPER_WAKE_INTERVAL_NS`)
-/// and the grace in units of 16 ns (high 8 bits); 0 in the budget or the
+/// sleeper was last woken for being overdue (7 bits, see
+/// `SLEEPER_WAKE_INTERVAL_NS`) and the grace in units of 16 ns (high 8 bits); 0 in the budget or the
 /// grace reads as its initial value.
 /// Updates are plain load-modify-store: a racing update may be lost, which
 /// only delays the adaptation by one spin.
@@ -297,8 +297,8 @@ impl<R: Recorder> RawAdaptive<R> {
     }
 
     /// Takes the lock if it is free: 0 -> tid, or, on a free word that
-    /// still announces sleepers (an unlock left the wake to the next
-    /// owner), WAITERS -> tid | WAITERS.
+    /// still announces sleepers (an unlock left the lock to a spinner
+    /// instead of waking one), WAITERS -> tid | WAITERS.
     #[inline(always)]
     fn try_acquire(&self, tid: u32) -> bool {
         match self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
