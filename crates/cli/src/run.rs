@@ -366,8 +366,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let table = table.map(|(program, handed)| {
         drop(handed); // CMD has its copy
         // From now on the program records CMD's threads. spawn() returns
-        // once CMD has executed, so threads switched in before this line
-        // read "unknown" (the fallback) until they are switched in again.
+        // once CMD has executed, so CMD's first thread may have been
+        // switched in before this line: CMD's copy of the preload library
+        // naps at start-up until the table has its slot.
         if let Err(e) = program.record_only(root) {
             eprintln!("lockmeter: warning: --oncpu: {e}");
         }

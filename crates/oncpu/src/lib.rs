@@ -272,7 +272,9 @@ pub fn install_from_environment() -> Result<Origin, NotInstalled> {
             if parent != unsafe { libc::getppid() } as u32 {
                 return Err(NotInstalled::OtherProcess);
             }
-            (Table::from_inherited(raw).map_err(NotInstalled::Open)?, Origin::Handed(raw))
+            let table = Table::from_inherited(raw).map_err(NotInstalled::Open)?;
+            wait_until_recorded(&table, HANDED_RECORDING_WAIT);
+            (table, Origin::Handed(raw))
         }
         Err(_) => {
             // Look before calling bpf(): most processes have no table, and
@@ -293,6 +295,34 @@ pub fn install_from_environment() -> Result<Origin, NotInstalled> {
         unsafe { libc::pthread_atfork(None, None, Some(forget)) };
     }
     Ok(origin)
+}
+
+/// How long a process handed a table waits at start-up for the table to
+/// record its thread: lockmeter starts recording just after the program
+/// executed, typically within a millisecond.
+const HANDED_RECORDING_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Sleeps in short naps until `table` has a slot for the calling thread, at
+/// most `limit`. A slot is written only when its thread switches in, and
+/// `lockmeter run --oncpu` starts recording once the program has executed
+/// (it needs the pid): a thread that kept its CPU since then would read
+/// "unknown" (the fallback decides) until the scheduler next moved it,
+/// and on an idle core that may be never. Each nap is a switch out and in;
+/// threads created later are recorded at their first switch-in. Returns
+/// whether the thread is recorded.
+fn wait_until_recorded(table: &Table, limit: std::time::Duration) -> bool {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    let started = std::time::Instant::now();
+    loop {
+        if table.state(tid) != OwnerState::Unknown {
+            return true;
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
 }
 
 /// `FD:PARENT` as [`FD_ENV`] carries it.
