@@ -14,12 +14,14 @@
 //!
 //! A pure ticket spinlock collapses when threads outnumber cores: the next
 //! ticket holder may not be running, and every other waiter burns a CPU
-//! meanwhile. So a waiter spins only for a bounded time and then parks on a
-//! futex slot in a global waiting array keyed by (lock, ticket it waits
-//! for). A far waiter parks until it is next in line (`now_serving` reaches
-//! its ticket minus one), so it is awake and spinning when its turn comes;
-//! the next waiter parks only if its own bounded spin runs out. Unlock wakes
-//! exactly the slot of the new `now_serving`, never a herd.
+//! meanwhile. So waiters park on futex slots in a global waiting array
+//! keyed by (lock, ticket it waits for). Only the `cpus - 1` waiters at the
+//! front of the line spin (further back, one of the threads before a
+//! waiter cannot be running, so its turn waits for the scheduler anyway):
+//! a waiter further back parks at once until it reaches that window, so it
+//! is awake and spinning when its turn comes; a waiter in the window parks
+//! only if its bounded spin runs out. Unlock wakes exactly the slot of the
+//! new `now_serving`, never a herd.
 //!
 //! Lock state (12 bytes): `next_ticket`; `serving`, whose high 16 bits are
 //! the ticket now served and whose low 16 bits count the waiters parked (or
@@ -127,11 +129,25 @@ impl<R: Recorder> RawTicket<R> {
                 break;
             }
             let ahead = ticket.wrapping_sub(serving) & TICKET_MASK;
-            // Bounded wait: park instead of burning a CPU the holder (or
-            // the next in line) may need. A far waiter sleeps until it is
-            // next; the next waiter sleeps until its turn.
-            if !config::spinning_enabled() || budget.exhausted() {
-                let wake_at = if ahead > 1 { ticket.wrapping_sub(1) & TICKET_MASK } else { ticket };
+            // Park at once when the turn cannot come without a wake-up: the
+            // holder, the `ahead - 1` waiters before us and we are `ahead +
+            // 1` threads; with `ahead >= cpus` one of those before us is not
+            // on a CPU, so our turn waits for the scheduler, and a spin
+            // meanwhile only keeps that thread off the CPU it needs (in
+            // `sem` at 16 threads on 2 cores, the 20 µs spin of the thread
+            // that had just queued again at the back cost every hand-over
+            // 20 µs). Otherwise spin, bounded: a far waiter sleeps until
+            // it is among the `cpus - 1` next, the next waiter until its
+            // turn.
+            let window = spin_window();
+            if !config::spinning_enabled() || budget.exhausted() || ahead > window {
+                let wake_at = if ahead > window {
+                    ticket.wrapping_sub(window) & TICKET_MASK
+                } else if ahead > 1 {
+                    ticket.wrapping_sub(1) & TICKET_MASK
+                } else {
+                    ticket
+                };
                 self.park_until(wake_at);
                 slept = true;
                 budget = SpinBudget::new(park_after);
@@ -256,6 +272,27 @@ fn slot_for(lock: usize, ticket: u32) -> &'static Slot {
     let key = (lock as u64 >> 4) ^ (ticket as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let index = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
     &waiting_array()[index]
+}
+
+/// How many waiters, counting from the front of the line, can be running
+/// beside the holder: one fewer than the CPUs this process may use (at
+/// least 1). Further back, a waiter parks without spinning.
+fn spin_window() -> u32 {
+    #[cfg(not(loom))]
+    {
+        use std::sync::OnceLock;
+        static WINDOW: OnceLock<u32> = OnceLock::new();
+        *WINDOW.get_or_init(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (cpus.saturating_sub(1) as u32).clamp(1, TICKET_MASK / 2)
+        })
+    }
+    // Models run as on 2 CPUs: with three threads, the last one parks at
+    // once.
+    #[cfg(loom)]
+    {
+        1
+    }
 }
 
 /// Whether cpuid says we run under a hypervisor (leaf 1, ECX bit 31).
