@@ -140,6 +140,15 @@ pub struct PerThreadOps {
     pub min: u64,
     /// Most operations of any thread.
     pub max: u64,
+    /// The largest share of the run any thread spent blocked: neither on a
+    /// CPU nor waiting for one (for a blocking lock, asleep in it). It
+    /// tells the lock's unfairness from the scheduler's: when threads
+    /// outnumber cores, each one's operations follow its CPU time, which
+    /// the scheduler hands out unevenly, so a wide `max / min` with every
+    /// thread blocked for a small share of the run is the scheduler's.
+    /// Absent where the kernel keeps no per-thread schedstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub most_blocked_share: Option<f64>,
 }
 
 /// The result of one point: the JSON contract.
@@ -228,6 +237,8 @@ struct Run {
     ops_per_sec: f64,
     ops_per_cpu_sec: f64,
     per_thread: Vec<u64>,
+    /// Each thread's blocked share of the run, if the kernel says.
+    per_thread_blocked: Vec<Option<f64>>,
     wait: WaitSummary,
     counts: Option<CountsSnapshot>,
 }
@@ -364,7 +375,9 @@ impl Experiment {
                     pin_to(cpu);
                 }
                 worker_gate.check_in_and_wait();
-                worker(&shared, &body, index as u64, &stop_flag)
+                let started = ThreadTimes::now();
+                let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag)?;
+                Ok::<_, String>((ops, waits, started.and_then(|s| s.blocked_share_since())))
             });
             match spawned {
                 Ok(handle) => workers.push(handle),
@@ -385,10 +398,12 @@ impl Experiment {
         std::thread::sleep(self.run);
         stop.store(true, Ordering::Relaxed);
         let mut per_thread = Vec::with_capacity(point.threads);
+        let mut per_thread_blocked = Vec::with_capacity(point.threads);
         let mut wait_cycles = Vec::new();
         for w in workers {
-            let (ops, waits) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
+            let (ops, waits, blocked) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
             per_thread.push(ops);
+            per_thread_blocked.push(blocked);
             wait_cycles.extend(waits);
         }
         // Summarised now: a run's raw samples can be tens of megabytes.
@@ -402,6 +417,7 @@ impl Experiment {
             ops_per_sec: ops as f64 / elapsed,
             ops_per_cpu_sec: ops as f64 / cpu,
             per_thread,
+            per_thread_blocked,
             wait,
             counts: shared.lock.counts(),
         })
@@ -539,6 +555,38 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Atom
     Ok((ops, waits))
 }
 
+/// A thread's own clocks: wall time, and the kernel's accounting of it
+/// (`/proc/thread-self/schedstat`: ns on a CPU, ns runnable waiting for
+/// one). What is neither, the thread spent blocked.
+struct ThreadTimes {
+    wall: Instant,
+    on_cpu_ns: u64,
+    runnable_ns: u64,
+}
+
+impl ThreadTimes {
+    fn now() -> Option<ThreadTimes> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let (on_cpu_ns, runnable_ns) = parse_schedstat(&text)?;
+        Some(ThreadTimes { wall: Instant::now(), on_cpu_ns, runnable_ns })
+    }
+
+    /// The share of the wall time since `self` that the calling thread
+    /// spent blocked.
+    fn blocked_share_since(&self) -> Option<f64> {
+        let now = ThreadTimes::now()?;
+        let wall = now.wall.duration_since(self.wall).as_nanos() as f64;
+        let accounted = (now.on_cpu_ns.saturating_sub(self.on_cpu_ns) + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
+        (wall > 0.0).then(|| ((wall - accounted) / wall).clamp(0.0, 1.0))
+    }
+}
+
+/// `on-CPU-ns runnable-ns timeslices`, as schedstat has it.
+fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    Some((fields.next()??, fields.next()??))
+}
+
 /// User plus system CPU time of the whole process.
 fn process_cpu_seconds() -> f64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
@@ -619,6 +667,12 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
         per_thread_ops: PerThreadOps {
             min: median_run.per_thread.iter().copied().min().unwrap_or(0),
             max: median_run.per_thread.iter().copied().max().unwrap_or(0),
+            most_blocked_share: median_run
+                .per_thread_blocked
+                .iter()
+                .copied()
+                .collect::<Option<Vec<f64>>>()
+                .and_then(|shares| shares.into_iter().reduce(f64::max)),
         },
         stats: median_run.stats.clone(),
         median_run_seconds: median_run.seconds,
@@ -654,6 +708,38 @@ fn wait_summary(samples: &mut [u64]) -> WaitSummary {
 mod tests {
     use super::*;
     use lockmeter_locks::Algorithm;
+
+    #[test]
+    fn schedstat_gives_on_cpu_then_runnable_ns() {
+        assert_eq!(parse_schedstat("922267 31 2\n"), Some((922267, 31)));
+        assert_eq!(parse_schedstat("922267"), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+    }
+
+    #[test]
+    fn a_sleeping_thread_is_blocked_and_a_spinning_one_is_not() {
+        if ThreadTimes::now().is_none() {
+            eprintln!("SKIPPED: this kernel keeps no /proc/thread-self/schedstat");
+            return;
+        }
+        let sleeper = std::thread::spawn(|| {
+            let start = ThreadTimes::now().unwrap();
+            std::thread::sleep(Duration::from_millis(80));
+            start.blocked_share_since().unwrap()
+        });
+        let spinner = std::thread::spawn(|| {
+            let start = ThreadTimes::now().unwrap();
+            let until = Instant::now() + Duration::from_millis(80);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            start.blocked_share_since().unwrap()
+        });
+        let (asleep, spinning) = (sleeper.join().unwrap(), spinner.join().unwrap());
+        assert!(asleep > 0.5, "a thread asleep for the whole window was blocked {asleep:.2} of it");
+        // Waiting for a CPU (on a busy machine) is not being blocked.
+        assert!(spinning < 0.2, "a spinning thread was blocked {spinning:.2} of the window");
+    }
 
     fn experiment(recording: Recording) -> Experiment {
         Experiment {

@@ -66,6 +66,12 @@ pub fn table(report: &Report) -> String {
                 0 => "inf".to_string(),
                 min => format!("{:.1}x", p.per_thread_ops.max as f64 / min as f64),
             });
+            if points.iter().any(|p| p.per_thread_ops.most_blocked_share.is_some()) {
+                let heading = format!("{title}: fairness, largest share of the run any thread spent blocked");
+                grid(&mut out, &heading, &points, 9, |p| {
+                    p.per_thread_ops.most_blocked_share.map_or(String::from("-"), |b| format!("{:.0}%", 100.0 * b))
+                });
+            }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
             grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
         }
@@ -97,7 +103,7 @@ fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, 
 /// The CSV header (stable column names).
 pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_sec,ideal_ops_per_sec,efficiency,\
 ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
-per_thread_ops_min,per_thread_ops_max";
+per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share";
 
 /// One CSV row per point; empty fields where a value does not apply.
 pub fn csv(report: &Report) -> String {
@@ -109,7 +115,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{}",
             p.workload,
             p.lock,
             p.threads,
@@ -128,7 +134,8 @@ pub fn csv(report: &Report) -> String {
             p.wait_ns.max,
             p.wait_ns.samples,
             p.per_thread_ops.min,
-            p.per_thread_ops.max
+            p.per_thread_ops.max,
+            opt(p.per_thread_ops.most_blocked_share.map(|b| format!("{b:.4}")))
         );
     }
     out

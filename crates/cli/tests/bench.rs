@@ -42,6 +42,10 @@ fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
         assert!(histogram > 0, "{lock}: some acquisitions were timed");
         let fairness = &p["per_thread_ops"];
         assert!(fairness["min"].as_u64().unwrap() <= fairness["max"].as_u64().unwrap());
+        if let Some(blocked) = fairness.get("most_blocked_share") {
+            let blocked = blocked.as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&blocked), "{lock}: a share of the run: {blocked}");
+        }
         let variants = ["adaptive-oncpu", "adaptive-nobail", "ticket-nobackoff"];
         let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok() || variants.contains(&lock);
         for key in ["acquisitions", "contended", "spun", "slept"] {
@@ -134,6 +138,9 @@ fn csv_table_and_plots() {
     let row = fairness.lines().find(|l| l.starts_with("adaptive")).expect(&table);
     assert_eq!(row.split_whitespace().filter(|c| c.ends_with('x') || *c == "inf").count(), 2, "{table}");
     assert!(table.contains("wait p99 in us"), "{table}");
+    if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+        assert!(table.contains("largest share of the run any thread spent blocked"), "{table}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
