@@ -442,17 +442,8 @@ impl StartGate {
     fn check_in_and_wait(&self) {
         self.checked_in.fetch_add(1, Ordering::Release);
         while self.open.load(Ordering::Acquire) == 0 {
-            // SAFETY: FUTEX_WAIT on a live u32; it returns at once if the
-            // gate opened meanwhile.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.open.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    0u32,
-                    std::ptr::null::<libc::timespec>(),
-                )
-            };
+            // Returns at once if the gate opened meanwhile.
+            lockmeter_locks::futex::wait(&self.open, 0, None);
         }
     }
 
@@ -465,8 +456,7 @@ impl StartGate {
 
     fn open(&self) {
         self.open.store(1, Ordering::Release);
-        // SAFETY: FUTEX_WAKE of every waiter on a live u32.
-        unsafe { libc::syscall(libc::SYS_futex, self.open.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+        lockmeter_locks::futex::wake(&self.open, u32::MAX);
     }
 }
 

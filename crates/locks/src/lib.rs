@@ -37,7 +37,7 @@ pub mod busted;
 pub mod clock;
 pub mod condvar;
 pub mod config;
-mod futex;
+pub mod futex;
 pub mod futex_mutex;
 pub mod futex_tid;
 pub mod mcs;
