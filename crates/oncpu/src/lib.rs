@@ -308,19 +308,11 @@ const HANDED_RECORDING_WAIT: std::time::Duration = std::time::Duration::from_mil
 /// (it needs the pid): a thread that kept its CPU since then would read
 /// "unknown" (the fallback decides) until the scheduler next moved it,
 /// and on an idle core that may be never. Each nap is a switch out and in;
-/// threads created later are recorded at their first switch-in. Returns
-/// whether the thread is recorded.
-fn wait_until_recorded(table: &Table, limit: std::time::Duration) -> bool {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() } as u32;
+/// threads created later are recorded at their first switch-in.
+fn wait_until_recorded(table: &Table, limit: std::time::Duration) {
+    let tid = lockmeter_locks::current_tid();
     let started = std::time::Instant::now();
-    loop {
-        if table.state(tid) != OwnerState::Unknown {
-            return true;
-        }
-        if started.elapsed() >= limit {
-            return false;
-        }
+    while table.state(tid) == OwnerState::Unknown && started.elapsed() < limit {
         std::thread::sleep(std::time::Duration::from_micros(20));
     }
 }
