@@ -149,6 +149,23 @@ pub struct PerThreadOps {
     /// Absent where the kernel keeps no per-thread schedstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub most_blocked_share: Option<f64>,
+    /// Fewest and most operations per millisecond on a CPU of any thread
+    /// that got a CPU. Where `max / min` of operations is wide and this
+    /// ratio is narrow, the threads did as much as the scheduler let them
+    /// run and the spread is the scheduler's; a thread starved by the lock
+    /// (asleep in it, or spinning) stands out here with a low rate.
+    /// Absent where the kernel keeps no per-thread schedstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_cpu_ms: Option<OpsPerCpuMs>,
+}
+
+/// Operations per millisecond on a CPU: the least and most of any thread.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct OpsPerCpuMs {
+    /// The slowest thread's rate.
+    pub min: f64,
+    /// The fastest thread's rate.
+    pub max: f64,
 }
 
 /// The result of one point: the JSON contract.
@@ -237,8 +254,8 @@ struct Run {
     ops_per_sec: f64,
     ops_per_cpu_sec: f64,
     per_thread: Vec<u64>,
-    /// Each thread's blocked share of the run, if the kernel says.
-    per_thread_blocked: Vec<Option<f64>>,
+    /// How each thread spent the run, if the kernel says.
+    per_thread_times: Vec<Option<ThreadShare>>,
     wait: WaitSummary,
     counts: Option<CountsSnapshot>,
 }
@@ -377,7 +394,7 @@ impl Experiment {
                 worker_gate.check_in_and_wait();
                 let started = ThreadTimes::now();
                 let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag)?;
-                Ok::<_, String>((ops, waits, started.and_then(|s| s.blocked_share_since())))
+                Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since())))
             });
             match spawned {
                 Ok(handle) => workers.push(handle),
@@ -398,12 +415,12 @@ impl Experiment {
         std::thread::sleep(self.run);
         stop.store(true, Ordering::Relaxed);
         let mut per_thread = Vec::with_capacity(point.threads);
-        let mut per_thread_blocked = Vec::with_capacity(point.threads);
+        let mut per_thread_times = Vec::with_capacity(point.threads);
         let mut wait_cycles = Vec::new();
         for w in workers {
-            let (ops, waits, blocked) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
+            let (ops, waits, times) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
             per_thread.push(ops);
-            per_thread_blocked.push(blocked);
+            per_thread_times.push(times);
             wait_cycles.extend(waits);
         }
         // Summarised now: a run's raw samples can be tens of megabytes.
@@ -417,7 +434,7 @@ impl Experiment {
             ops_per_sec: ops as f64 / elapsed,
             ops_per_cpu_sec: ops as f64 / cpu,
             per_thread,
-            per_thread_blocked,
+            per_thread_times,
             wait,
             counts: shared.lock.counts(),
         })
@@ -576,14 +593,38 @@ impl ThreadTimes {
         Some(ThreadTimes { wall: Instant::now(), on_cpu_ns, runnable_ns })
     }
 
-    /// The share of the wall time since `self` that the calling thread
-    /// spent blocked.
-    fn blocked_share_since(&self) -> Option<f64> {
+    /// How the calling thread spent the wall time since `self`.
+    fn share_since(&self) -> Option<ThreadShare> {
         let now = ThreadTimes::now()?;
         let wall = now.wall.duration_since(self.wall).as_nanos() as f64;
-        let accounted = (now.on_cpu_ns.saturating_sub(self.on_cpu_ns) + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
-        (wall > 0.0).then(|| ((wall - accounted) / wall).clamp(0.0, 1.0))
+        let on_cpu_ns = now.on_cpu_ns.saturating_sub(self.on_cpu_ns);
+        let accounted = (on_cpu_ns + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
+        (wall > 0.0).then(|| ThreadShare { blocked: ((wall - accounted) / wall).clamp(0.0, 1.0), on_cpu_ns })
     }
+}
+
+/// A thread's run, as the kernel accounted it.
+#[derive(Clone, Copy, Debug)]
+struct ThreadShare {
+    /// Share of the wall time spent blocked.
+    blocked: f64,
+    /// Time on a CPU.
+    on_cpu_ns: u64,
+}
+
+/// The least and most operations per CPU-millisecond of the threads that
+/// got a CPU; `None` unless the kernel accounted every thread.
+fn ops_per_cpu_ms(ops: &[u64], times: &[Option<ThreadShare>]) -> Option<OpsPerCpuMs> {
+    let times = times.iter().copied().collect::<Option<Vec<ThreadShare>>>()?;
+    let rates = ops
+        .iter()
+        .zip(&times)
+        .filter(|(_, t)| t.on_cpu_ns > 0)
+        .map(|(&ops, t)| ops as f64 * 1e6 / t.on_cpu_ns as f64);
+    rates.fold(None, |range, rate| match range {
+        None => Some(OpsPerCpuMs { min: rate, max: rate }),
+        Some(r) => Some(OpsPerCpuMs { min: r.min.min(rate), max: r.max.max(rate) }),
+    })
 }
 
 /// `on-CPU-ns runnable-ns timeslices`, as schedstat has it.
@@ -673,11 +714,12 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
             min: median_run.per_thread.iter().copied().min().unwrap_or(0),
             max: median_run.per_thread.iter().copied().max().unwrap_or(0),
             most_blocked_share: median_run
-                .per_thread_blocked
+                .per_thread_times
                 .iter()
-                .copied()
+                .map(|t| t.map(|t| t.blocked))
                 .collect::<Option<Vec<f64>>>()
                 .and_then(|shares| shares.into_iter().reduce(f64::max)),
+            per_cpu_ms: ops_per_cpu_ms(&median_run.per_thread, &median_run.per_thread_times),
         },
         stats: median_run.stats.clone(),
         median_run_seconds: median_run.seconds,
@@ -722,6 +764,14 @@ mod tests {
     }
 
     #[test]
+    fn operations_per_cpu_ms_skip_threads_that_never_ran() {
+        let share = |on_cpu_ns| Some(ThreadShare { blocked: 0.0, on_cpu_ns });
+        let range = ops_per_cpu_ms(&[100, 10, 0, 7], &[share(2_000_000), share(1_000_000), share(500_000), share(0)]).unwrap();
+        assert_eq!((range.min, range.max), (0.0, 50.0));
+        assert!(ops_per_cpu_ms(&[1, 2], &[share(1_000_000), None]).is_none());
+    }
+
+    #[test]
     fn a_sleeping_thread_is_blocked_and_a_spinning_one_is_not() {
         if ThreadTimes::now().is_none() {
             eprintln!("SKIPPED: this kernel keeps no /proc/thread-self/schedstat");
@@ -730,7 +780,7 @@ mod tests {
         let sleeper = std::thread::spawn(|| {
             let start = ThreadTimes::now().unwrap();
             std::thread::sleep(Duration::from_millis(80));
-            start.blocked_share_since().unwrap()
+            start.share_since().unwrap()
         });
         let spinner = std::thread::spawn(|| {
             let start = ThreadTimes::now().unwrap();
@@ -738,12 +788,18 @@ mod tests {
             while Instant::now() < until {
                 std::hint::spin_loop();
             }
-            start.blocked_share_since().unwrap()
+            start.share_since().unwrap()
         });
         let (asleep, spinning) = (sleeper.join().unwrap(), spinner.join().unwrap());
-        assert!(asleep > 0.5, "a thread asleep for the whole window was blocked {asleep:.2} of it");
+        assert!(asleep.blocked > 0.5, "a thread asleep for the whole window was blocked {:.2} of it", asleep.blocked);
         // Waiting for a CPU (on a busy machine) is not being blocked.
-        assert!(spinning < 0.2, "a spinning thread was blocked {spinning:.2} of the window");
+        assert!(spinning.blocked < 0.2, "a spinning thread was blocked {:.2} of the window", spinning.blocked);
+        assert!(
+            spinning.on_cpu_ns > 10 * asleep.on_cpu_ns.max(1_000),
+            "on a CPU: spinning {} ns, asleep {} ns",
+            spinning.on_cpu_ns,
+            asleep.on_cpu_ns
+        );
     }
 
     fn experiment(recording: Recording) -> Experiment {

@@ -72,6 +72,14 @@ pub fn table(report: &Report) -> String {
                     p.per_thread_ops.most_blocked_share.map_or(String::from("-"), |b| format!("{:.0}%", 100.0 * b))
                 });
             }
+            if points.iter().any(|p| p.per_thread_ops.per_cpu_ms.is_some()) {
+                let heading = format!("{title}: fairness per CPU time, most / fewest operations per ms on a CPU");
+                grid(&mut out, &heading, &points, 9, |p| match p.per_thread_ops.per_cpu_ms {
+                    None => String::from("-"),
+                    Some(r) if r.min <= 0.0 => String::from("inf"),
+                    Some(r) => format!("{:.1}x", r.max / r.min),
+                });
+            }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
             grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
         }
@@ -103,7 +111,8 @@ fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, 
 /// The CSV header (stable column names).
 pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_sec,ideal_ops_per_sec,efficiency,\
 ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
-per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share";
+per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share,\
+per_thread_ops_per_cpu_ms_min,per_thread_ops_per_cpu_ms_max";
 
 /// One CSV row per point; empty fields where a value does not apply.
 pub fn csv(report: &Report) -> String {
@@ -115,7 +124,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{}",
             p.workload,
             p.lock,
             p.threads,
@@ -135,7 +144,9 @@ pub fn csv(report: &Report) -> String {
             p.wait_ns.samples,
             p.per_thread_ops.min,
             p.per_thread_ops.max,
-            opt(p.per_thread_ops.most_blocked_share.map(|b| format!("{b:.4}")))
+            opt(p.per_thread_ops.most_blocked_share.map(|b| format!("{b:.4}"))),
+            opt(p.per_thread_ops.per_cpu_ms.map(|r| format!("{:.2}", r.min))),
+            opt(p.per_thread_ops.per_cpu_ms.map(|r| format!("{:.2}", r.max)))
         );
     }
     out

@@ -46,6 +46,10 @@ fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
             let blocked = blocked.as_f64().unwrap();
             assert!((0.0..=1.0).contains(&blocked), "{lock}: a share of the run: {blocked}");
         }
+        if let Some(rate) = fairness.get("per_cpu_ms") {
+            let (min, max) = (rate["min"].as_f64().unwrap(), rate["max"].as_f64().unwrap());
+            assert!(0.0 <= min && min <= max && max > 0.0, "{lock}: operations per CPU-ms {min}..{max}");
+        }
         let variants = ["adaptive-oncpu", "adaptive-nobail", "ticket-nobackoff"];
         let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok() || variants.contains(&lock);
         for key in ["acquisitions", "contended", "spun", "slept"] {
