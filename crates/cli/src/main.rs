@@ -70,9 +70,11 @@ enum Command {
     /// Per point: ops/s, the physical limit and efficiency (duty), ops per
     /// CPU-second (spinning costs CPU), how our locks acquired (spun / slept),
     /// wait-time percentiles from 1 in 8 acquisitions with seed 000's
-    /// log2-cycle histogram, and fairness: per-thread operations, and the
-    /// largest share of the run any thread spent blocked (a wide spread
-    /// with no thread blocked is the scheduler's, not the lock's).
+    /// log2-cycle histogram, and fairness: per-thread operations, the
+    /// largest share of the run any thread spent blocked, and operations
+    /// per ms on a CPU, most / fewest of any thread (a wide spread of
+    /// operations with an even rate per CPU-ms is the scheduler's doing,
+    /// not the lock's: the threads did as much as they were let run).
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
