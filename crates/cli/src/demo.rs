@@ -354,7 +354,7 @@ fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {
 fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
     println!("{number}. Contention: {}", scenario.title);
     println!("   {}\n", scenario.why);
-    println!("{:<16} {:>10} {:>10} {:>11} {:>13}", "lock", "Mops/s", "of limit", "vs best", "fairness");
+    println!("{:<16} {:>10} {:>10} {:>11} {:>13} {:>11}", "lock", "Mops/s", "of limit", "vs best", "fairness", "per CPU-ms");
     let is_peer = |p: &PointResult| p.lock.parse::<lockmeter_locks::Algorithm>().is_err();
     let best_peer = points.iter().filter(|p| is_peer(p)).map(|p| p.ops_per_sec).fold(0.0, f64::max);
     for p in points {
@@ -362,17 +362,24 @@ fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
             0 => "starved".to_string(),
             min => format!("{:.1}x", p.per_thread_ops.max as f64 / min as f64),
         };
+        let per_cpu = match p.per_thread_ops.per_cpu_ms {
+            None => "-".to_string(),
+            Some(r) if r.min <= 0.0 => "starved".to_string(),
+            Some(r) => format!("{:.1}x", r.max / r.min),
+        };
         println!(
-            "{:<16} {:>10.3} {:>9.0}% {:>10.2}x {:>13}",
+            "{:<16} {:>10.3} {:>9.0}% {:>10.2}x {:>13} {:>11}",
             p.lock,
             p.ops_per_sec / 1e6,
             100.0 * p.efficiency.unwrap_or(0.0),
             p.ops_per_sec / best_peer.max(f64::MIN_POSITIVE),
-            fairness
+            fairness,
+            per_cpu
         );
     }
     println!("   (\"of limit\": of min(min(threads, cores) / period, 1 / critical section); \"vs best\": against the best peer;");
-    println!("    fairness: most / fewest operations of any thread)\n");
+    println!("    fairness: most / fewest operations of any thread; per CPU-ms: the same per ms each thread ran,");
+    println!("    even where the scheduler, not the lock, shared the CPUs out unevenly)\n");
 }
 
 /// A thread that waits for its sender to be dropped.

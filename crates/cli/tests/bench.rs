@@ -144,6 +144,7 @@ fn csv_table_and_plots() {
     assert!(table.contains("wait p99 in us"), "{table}");
     if std::path::Path::new("/proc/thread-self/schedstat").exists() {
         assert!(table.contains("largest share of the run any thread spent blocked"), "{table}");
+        assert!(table.contains("fairness per CPU time, most / fewest operations per ms on a CPU"), "{table}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
