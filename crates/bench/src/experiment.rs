@@ -150,11 +150,13 @@ pub struct PerThreadOps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub most_blocked_share: Option<f64>,
     /// Fewest and most operations per millisecond on a CPU of any thread
-    /// that got a CPU. Where `max / min` of operations is wide and this
-    /// ratio is narrow, the threads did as much as the scheduler let them
-    /// run and the spread is the scheduler's; a thread starved by the lock
-    /// (asleep in it, or spinning) stands out here with a low rate.
-    /// Absent where the kernel keeps no per-thread schedstat.
+    /// that got a CPU. A thread the lock keeps failing (woken again and
+    /// again to lose, or spinning in vain) stands out here with a low
+    /// rate. Where `max / min` of operations is wide and this ratio is
+    /// narrow, the threads that did little were given little CPU: by the
+    /// scheduler (runnable, waiting for a CPU) or by the lock (asleep in
+    /// it), which `most_blocked_share` tells apart. Absent where the kernel
+    /// keeps no per-thread schedstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_cpu_ms: Option<OpsPerCpuMs>,
 }
@@ -577,11 +579,15 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Atom
     Ok((ops, waits))
 }
 
-/// A thread's own clocks: wall time, and the kernel's accounting of it
-/// (`/proc/thread-self/schedstat`: ns on a CPU, ns runnable waiting for
-/// one). What is neither, the thread spent blocked.
+/// A thread's own clocks: wall time, CPU time, and the kernel's
+/// accounting of it (`/proc/thread-self/schedstat`: ns on a CPU, ns
+/// runnable waiting for one). What is neither, the thread spent blocked.
+/// schedstat's CPU time is brought up to date only at scheduler ticks and
+/// switches, a few ms late for a running thread; the thread CPU clock is
+/// exact, and is what operations per CPU-ms divide by.
 struct ThreadTimes {
     wall: Instant,
+    cpu_clock_ns: u64,
     on_cpu_ns: u64,
     runnable_ns: u64,
 }
@@ -590,15 +596,16 @@ impl ThreadTimes {
     fn now() -> Option<ThreadTimes> {
         let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
         let (on_cpu_ns, runnable_ns) = parse_schedstat(&text)?;
-        Some(ThreadTimes { wall: Instant::now(), on_cpu_ns, runnable_ns })
+        Some(ThreadTimes { wall: Instant::now(), cpu_clock_ns: thread_cpu_ns(), on_cpu_ns, runnable_ns })
     }
 
     /// How the calling thread spent the wall time since `self`.
     fn share_since(&self) -> Option<ThreadShare> {
         let now = ThreadTimes::now()?;
         let wall = now.wall.duration_since(self.wall).as_nanos() as f64;
-        let on_cpu_ns = now.on_cpu_ns.saturating_sub(self.on_cpu_ns);
-        let accounted = (on_cpu_ns + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
+        let accounted =
+            (now.on_cpu_ns.saturating_sub(self.on_cpu_ns) + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
+        let on_cpu_ns = now.cpu_clock_ns.saturating_sub(self.cpu_clock_ns);
         (wall > 0.0).then(|| ThreadShare { blocked: ((wall - accounted) / wall).clamp(0.0, 1.0), on_cpu_ns })
     }
 }
@@ -608,12 +615,13 @@ impl ThreadTimes {
 struct ThreadShare {
     /// Share of the wall time spent blocked.
     blocked: f64,
-    /// Time on a CPU.
+    /// Time on a CPU (the thread CPU clock).
     on_cpu_ns: u64,
 }
 
 /// The least and most operations per CPU-millisecond of the threads that
-/// got a CPU; `None` unless the kernel accounted every thread.
+/// got a CPU; `None` unless the kernel accounted every thread and one
+/// got a CPU.
 fn ops_per_cpu_ms(ops: &[u64], times: &[Option<ThreadShare>]) -> Option<OpsPerCpuMs> {
     let times = times.iter().copied().collect::<Option<Vec<ThreadShare>>>()?;
     let rates = ops
@@ -625,6 +633,15 @@ fn ops_per_cpu_ms(ops: &[u64], times: &[Option<ThreadShare>]) -> Option<OpsPerCp
         None => Some(OpsPerCpuMs { min: rate, max: rate }),
         Some(r) => Some(OpsPerCpuMs { min: r.min.min(rate), max: r.max.max(rate) }),
     })
+}
+
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer; the clock id is a constant the
+    // kernel always supports.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `on-CPU-ns runnable-ns timeslices`, as schedstat has it.

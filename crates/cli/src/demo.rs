@@ -379,7 +379,7 @@ fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
     }
     println!("   (\"of limit\": of min(min(threads, cores) / period, 1 / critical section); \"vs best\": against the best peer;");
     println!("    fairness: most / fewest operations of any thread; per CPU-ms: the same per ms each thread ran,");
-    println!("    even where the scheduler, not the lock, shared the CPUs out unevenly)\n");
+    println!("    low for a thread the lock keeps failing, even where the CPUs were shared out unevenly)\n");
 }
 
 /// A thread that waits for its sender to be dropped.

@@ -71,10 +71,10 @@ enum Command {
     /// CPU-second (spinning costs CPU), how our locks acquired (spun / slept),
     /// wait-time percentiles from 1 in 8 acquisitions with seed 000's
     /// log2-cycle histogram, and fairness: per-thread operations, the
-    /// largest share of the run any thread spent blocked, and operations
-    /// per ms on a CPU, most / fewest of any thread (a wide spread of
-    /// operations with an even rate per CPU-ms is the scheduler's doing,
-    /// not the lock's: the threads did as much as they were let run).
+    /// largest share of the run any thread spent blocked (a wide spread
+    /// with no thread blocked is the scheduler's, not the lock's), and
+    /// operations per ms on a CPU, most / fewest of any thread (low for a
+    /// thread the lock keeps failing).
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50

@@ -84,11 +84,11 @@ const CLAIMED: u32 = 1 << 30;
 /// In the handoff slot: the requester now owns the lock.
 const GRANTED: u32 = 1 << 31;
 
-/// Futex bits of the two kinds of sleeper on the handoff slot: the
-/// requester waiting for its grant, and starving waiters queued for the
-/// slot itself. Each is woken without waking the other. Queued waiters
-/// that were woken once and lost the slot sleep apart (`HEAD_BITS`) and
-/// are woken before the others (see `wake_next_in_line`).
+/// Futex bits of the three kinds of sleeper on the handoff slot: the
+/// requester waiting for its grant; starving waiters queued for the slot
+/// itself; and queued waiters that were woken once and lost the slot
+/// (`HEAD_BITS`), woken before the others (see `wake_next_in_line`). Each
+/// kind is woken without waking the others.
 const REQUESTER_BITS: u32 = 1;
 const QUEUED_BITS: u32 = 2;
 const HEAD_BITS: u32 = 4;
@@ -1190,9 +1190,9 @@ mod tests {
             });
             // Past the handoff bound asleep on the word, then woken (as a
             // barging unlock would) to find the slot busy: it queues.
-            std::thread::sleep(std::time::Duration::from_millis(30));
-            futex_wake(&lock.word, u32::MAX);
             std::thread::sleep(std::time::Duration::from_millis(50));
+            futex_wake(&lock.word, u32::MAX);
+            std::thread::sleep(std::time::Duration::from_millis(100));
         };
         spawn_waiter("first");
         spawn_waiter("second");
@@ -1200,10 +1200,10 @@ mod tests {
         // first in line, woken, gets to it.
         lock.handoff.store(OTHER - 1, Ordering::Relaxed);
         lock.wake_next_in_line();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(100));
         lock.handoff.store(0, Ordering::Relaxed);
         lock.wake_next_in_line();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(100));
         unsafe { lock.unlock() };
         let order: Vec<_> = (0..2).map(|_| served.recv_timeout(std::time::Duration::from_secs(5)).unwrap()).collect();
         assert_eq!(order, ["first", "second"]);
