@@ -159,6 +159,30 @@ pub struct PerThreadOps {
     /// keeps no per-thread schedstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_cpu_ms: Option<OpsPerCpuMs>,
+    /// Why the thread with the fewest operations did few: its figures
+    /// against the median thread's. Absent where the kernel keeps no
+    /// per-thread schedstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub least_served: Option<LeastServed>,
+}
+
+/// The thread with the fewest operations against the median thread (the
+/// one with the median number of operations), each figure as a ratio to
+/// that thread's. Operations are time awake x CPU share of it x operations
+/// per CPU-ms, so `ops` is the product of the three factors: time awake
+/// (not blocked: a blocking lock that keeps the thread asleep shrinks
+/// this), the share of that time the scheduler gave it a CPU, and
+/// operations per CPU-ms (a lock that keeps it failing shrinks this).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct LeastServed {
+    /// Its operations / the median thread's.
+    pub ops: f64,
+    /// Time on a CPU or waiting for one / the median thread's.
+    pub awake: f64,
+    /// CPU time as a share of its awake time / the median thread's.
+    pub cpu_share: f64,
+    /// Operations per CPU-ms / the median thread's.
+    pub rate: f64,
 }
 
 /// Operations per millisecond on a CPU: the least and most of any thread.
@@ -606,7 +630,8 @@ impl ThreadTimes {
         let accounted =
             (now.on_cpu_ns.saturating_sub(self.on_cpu_ns) + now.runnable_ns.saturating_sub(self.runnable_ns)) as f64;
         let on_cpu_ns = now.cpu_clock_ns.saturating_sub(self.cpu_clock_ns);
-        (wall > 0.0).then(|| ThreadShare { blocked: ((wall - accounted) / wall).clamp(0.0, 1.0), on_cpu_ns })
+        let runnable_ns = now.runnable_ns.saturating_sub(self.runnable_ns);
+        (wall > 0.0).then(|| ThreadShare { blocked: ((wall - accounted) / wall).clamp(0.0, 1.0), on_cpu_ns, runnable_ns })
     }
 }
 
@@ -617,6 +642,30 @@ struct ThreadShare {
     blocked: f64,
     /// Time on a CPU (the thread CPU clock).
     on_cpu_ns: u64,
+    /// Time runnable, waiting for a CPU.
+    runnable_ns: u64,
+}
+
+/// The thread with the fewest operations against the median thread;
+/// `None` unless the kernel accounted every thread.
+fn least_served(ops: &[u64], times: &[Option<ThreadShare>]) -> Option<LeastServed> {
+    let times = times.iter().copied().collect::<Option<Vec<ThreadShare>>>()?;
+    let mut by_ops: Vec<usize> = (0..ops.len()).collect();
+    by_ops.sort_by_key(|&i| ops[i]);
+    let (fewest, middle) = (*by_ops.first()?, by_ops[(by_ops.len() - 1) / 2]);
+    let awake = |i: usize| (times[i].on_cpu_ns + times[i].runnable_ns) as f64;
+    let cpu_share = |i: usize| if awake(i) > 0.0 { times[i].on_cpu_ns as f64 / awake(i) } else { 0.0 };
+    let rate = |i: usize| if times[i].on_cpu_ns > 0 { ops[i] as f64 / times[i].on_cpu_ns as f64 } else { 0.0 };
+    let against_middle = |figure: &dyn Fn(usize) -> f64| {
+        let reference = figure(middle);
+        if reference > 0.0 { figure(fewest) / reference } else { 0.0 }
+    };
+    Some(LeastServed {
+        ops: against_middle(&|i| ops[i] as f64),
+        awake: against_middle(&awake),
+        cpu_share: against_middle(&cpu_share),
+        rate: against_middle(&rate),
+    })
 }
 
 /// The least and most operations per CPU-millisecond of the threads that
@@ -737,6 +786,7 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
                 .collect::<Option<Vec<f64>>>()
                 .and_then(|shares| shares.into_iter().reduce(f64::max)),
             per_cpu_ms: ops_per_cpu_ms(&median_run.per_thread, &median_run.per_thread_times),
+            least_served: least_served(&median_run.per_thread, &median_run.per_thread_times),
         },
         stats: median_run.stats.clone(),
         median_run_seconds: median_run.seconds,
@@ -782,10 +832,28 @@ mod tests {
 
     #[test]
     fn operations_per_cpu_ms_skip_threads_that_never_ran() {
-        let share = |on_cpu_ns| Some(ThreadShare { blocked: 0.0, on_cpu_ns });
+        let share = |on_cpu_ns| Some(ThreadShare { blocked: 0.0, on_cpu_ns, runnable_ns: 0 });
         let range = ops_per_cpu_ms(&[100, 10, 0, 7], &[share(2_000_000), share(1_000_000), share(500_000), share(0)]).unwrap();
         assert_eq!((range.min, range.max), (0.0, 50.0));
         assert!(ops_per_cpu_ms(&[1, 2], &[share(1_000_000), None]).is_none());
+    }
+
+    /// The least served thread's factors: here it was awake half as long
+    /// as the median thread, got a third of its CPU share, and ran at its
+    /// rate: 1/6 of its operations.
+    #[test]
+    fn the_least_served_thread_is_explained_against_the_median() {
+        let share = |on_cpu_ns, runnable_ns| Some(ThreadShare { blocked: 0.0, on_cpu_ns, runnable_ns });
+        let ops = [600, 100, 900, 600];
+        let times = [share(6_000, 0), share(1_000, 2_000), share(3_000, 0), share(6_000, 0)];
+        let least = least_served(&ops, &times).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(least.ops, 1.0 / 6.0), "{least:?}");
+        assert!(close(least.awake, 0.5), "{least:?}");
+        assert!(close(least.cpu_share, 1.0 / 3.0), "{least:?}");
+        assert!(close(least.rate, 1.0), "{least:?}");
+        assert!(close(least.awake * least.cpu_share * least.rate, least.ops));
+        assert!(least_served(&ops, &[share(1, 0), None, share(1, 0)]).is_none());
     }
 
     #[test]

@@ -80,6 +80,16 @@ pub fn table(report: &Report) -> String {
                     Some(r) => format!("{:.1}x", r.max / r.min),
                 });
             }
+            if points.iter().any(|p| p.per_thread_ops.least_served.is_some()) {
+                let heading = format!(
+                    "{title}: fairness, the thread with the fewest operations against the median thread: \
+                     operations = time awake x CPU share of it x operations per CPU-ms"
+                );
+                grid(&mut out, &heading, &points, 21, |p| match p.per_thread_ops.least_served {
+                    None => String::from("-"),
+                    Some(l) => format!("{:.2}={:.2}x{:.2}x{:.2}", l.ops, l.awake, l.cpu_share, l.rate),
+                });
+            }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
             grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
         }
@@ -112,7 +122,8 @@ fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, 
 pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_sec,ideal_ops_per_sec,efficiency,\
 ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
 per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share,\
-per_thread_ops_per_cpu_ms_min,per_thread_ops_per_cpu_ms_max";
+per_thread_ops_per_cpu_ms_min,per_thread_ops_per_cpu_ms_max,\
+least_served_ops,least_served_awake,least_served_cpu_share,least_served_rate";
 
 /// One CSV row per point; empty fields where a value does not apply.
 pub fn csv(report: &Report) -> String {
@@ -124,7 +135,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{}",
             p.workload,
             p.lock,
             p.threads,
@@ -146,7 +157,11 @@ pub fn csv(report: &Report) -> String {
             p.per_thread_ops.max,
             opt(p.per_thread_ops.most_blocked_share.map(|b| format!("{b:.4}"))),
             opt(p.per_thread_ops.per_cpu_ms.map(|r| format!("{:.2}", r.min))),
-            opt(p.per_thread_ops.per_cpu_ms.map(|r| format!("{:.2}", r.max)))
+            opt(p.per_thread_ops.per_cpu_ms.map(|r| format!("{:.2}", r.max))),
+            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.ops))),
+            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.awake))),
+            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.cpu_share))),
+            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.rate)))
         );
     }
     out

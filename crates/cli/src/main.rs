@@ -72,9 +72,11 @@ enum Command {
     /// wait-time percentiles from 1 in 8 acquisitions with seed 000's
     /// log2-cycle histogram, and fairness: per-thread operations, the
     /// largest share of the run any thread spent blocked (a wide spread
-    /// with no thread blocked is the scheduler's, not the lock's), and
+    /// with no thread blocked is the scheduler's, not the lock's),
     /// operations per ms on a CPU, most / fewest of any thread (low for a
-    /// thread the lock keeps failing).
+    /// thread the lock keeps failing), and why the least served thread
+    /// did little: its time awake, CPU share and rate against the median
+    /// thread's.
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50

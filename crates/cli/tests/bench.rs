@@ -50,6 +50,13 @@ fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
             let (min, max) = (rate["min"].as_f64().unwrap(), rate["max"].as_f64().unwrap());
             assert!(0.0 <= min && min <= max && max > 0.0, "{lock}: operations per CPU-ms {min}..{max}");
         }
+        if let Some(least) = fairness.get("least_served") {
+            let ops = least["ops"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&ops), "{lock}: the fewest operations are at most the median's: {ops}");
+            for factor in ["awake", "cpu_share", "rate"] {
+                assert!(least[factor].as_f64().unwrap() >= 0.0, "{lock}: {factor}");
+            }
+        }
         let variants = ["adaptive-oncpu", "adaptive-nobail", "ticket-nobackoff"];
         let ours = lock.parse::<lockmeter_locks::Algorithm>().is_ok() || variants.contains(&lock);
         for key in ["acquisitions", "contended", "spun", "slept"] {
@@ -145,6 +152,7 @@ fn csv_table_and_plots() {
     if std::path::Path::new("/proc/thread-self/schedstat").exists() {
         assert!(table.contains("largest share of the run any thread spent blocked"), "{table}");
         assert!(table.contains("fairness per CPU time, most / fewest operations per ms on a CPU"), "{table}");
+        assert!(table.contains("the thread with the fewest operations against the median thread"), "{table}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
