@@ -1137,6 +1137,16 @@ mod tests {
         assert!(!lock.is_locked());
     }
 
+    /// Starts a thread that takes `lock` and, holding it, reports `tag`.
+    fn spawn_waiter<T: Send + 'static>(lock: &Arc<RawAdaptive>, served: &std::sync::mpsc::Sender<T>, tag: T) {
+        let (lock, served) = (lock.clone(), served.clone());
+        std::thread::spawn(move || {
+            lock.lock();
+            served.send(tag).unwrap();
+            unsafe { lock.unlock() };
+        });
+    }
+
     /// Two starving waiters queue for a busy handoff slot; the request in
     /// it leaves, and the lock is free when the first in line wakes, so it
     /// takes the lock without the slot. It must pass the wake on, or the
@@ -1148,12 +1158,7 @@ mod tests {
         lock.handoff.store(OTHER, Ordering::Relaxed); // a requester that never comes
         let (done_tx, done) = std::sync::mpsc::channel();
         for _ in 0..2 {
-            let (lock, done_tx) = (lock.clone(), done_tx.clone());
-            std::thread::spawn(move || {
-                lock.lock();
-                unsafe { lock.unlock() };
-                done_tx.send(()).unwrap();
-            });
+            spawn_waiter(&lock, &done_tx, ());
         }
         // Let both sleep on the word past the handoff bound, wake them
         // (as a barging unlock would) to find the slot busy, and let them
@@ -1181,21 +1186,16 @@ mod tests {
         lock.lock();
         lock.handoff.store(OTHER, Ordering::Relaxed); // a requester that never comes
         let (served_tx, served) = std::sync::mpsc::channel();
-        let spawn_waiter = |name: &'static str| {
-            let (waiter_lock, served_tx) = (lock.clone(), served_tx.clone());
-            std::thread::spawn(move || {
-                waiter_lock.lock();
-                served_tx.send(name).unwrap();
-                unsafe { waiter_lock.unlock() };
-            });
+        let queue_waiter = |name: &'static str| {
+            spawn_waiter(&lock, &served_tx, name);
             // Past the handoff bound asleep on the word, then woken (as a
             // barging unlock would) to find the slot busy: it queues.
             std::thread::sleep(std::time::Duration::from_millis(50));
             futex_wake(&lock.word, u32::MAX);
             std::thread::sleep(std::time::Duration::from_millis(100));
         };
-        spawn_waiter("first");
-        spawn_waiter("second");
+        queue_waiter("first");
+        queue_waiter("second");
         // The slot frees and another starving thread takes it before the
         // first in line, woken, gets to it.
         lock.handoff.store(OTHER - 1, Ordering::Relaxed);
