@@ -10,7 +10,9 @@
 //!   that re-enters the spin loop after losing turns the mutex into a
 //!   spinlock);
 //! - the spinner backs off between reads of the lock word, doubling up to
-//!   ~400 ns (seed 003's point: every read takes the line from the owner);
+//!   ~400 ns and a sixteenth of the time spun so far (seed 003's point:
+//!   every read takes the line from the owner; and its proportional
+//!   backoff: the later a release is seen, the longer the wait it ends);
 //! - a spinner that sees the lock free gives its owner a short grace to
 //!   take it back before competing (an owner looping around a short
 //!   critical section keeps it on its CPU, where it does most work; the
@@ -109,6 +111,12 @@ const QUEUED_SPIN_NS: u64 = 2_000;
 /// is for, so a release is seen at most that late. (Time, not a count of
 /// pauses: a pause lasts 10 ns on one core and 50 on the next.)
 const MAX_SPIN_BACKOFF_NS: u64 = 400;
+/// Below that cap the wait is also at most this fraction (1/16) of the
+/// time spun so far, so a release is seen within ~6% of the wait however
+/// short the section (seed 003's proportional backoff, in time): a 2 µs
+/// section seen up to 400 ns late loses a tenth of the lock's throughput
+/// at 2 threads.
+const SPIN_BACKOFF_SHARE: u64 = 16;
 /// Budget of a fresh lock (a zeroed budget field reads as this).
 const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
 /// The grace a spinner gives a releasing owner to take the lock back:
@@ -150,6 +158,14 @@ const SLEEPER_WAKE_INTERVAL_NS: u64 = 100_000;
 const WAKE_STAMP_UNIT_NS: u64 = 16_384;
 const WAKE_STAMP_MASK: u32 = 0x7f;
 const WAKE_INTERVAL_STAMPS: u32 = (SLEEPER_WAKE_INTERVAL_NS / WAKE_STAMP_UNIT_NS) as u32;
+
+/// The spinner's next wait between reads, in pauses, after waiting
+/// `pauses` and spinning `spun_ns` in all: doubled, up to `max_pauses`
+/// and to a `SPIN_BACKOFF_SHARE`th of the time spun.
+fn next_spin_backoff(pauses: u32, max_pauses: u32, spun_ns: u64) -> u32 {
+    let proportional = clock::pauses_in(spun_ns / SPIN_BACKOFF_SHARE);
+    pauses.saturating_mul(2).min(max_pauses).min(proportional)
+}
 
 /// Now, in the units of the last-wake stamp.
 fn wake_stamp_now() -> u32 {
@@ -627,7 +643,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 spin_hint();
             }
             if config::spinner_backoff() {
-                pauses = (pauses * 2).min(max_pauses);
+                pauses = next_spin_backoff(pauses, max_pauses, clock::cycles_to_ns(budget.elapsed()));
             }
         }
     }
@@ -1150,6 +1166,17 @@ mod tests {
             largest_grace > INITIAL_GRACE_NS,
             "grace at most {largest_grace} ns in 300 ms of a tight loop"
         );
+    }
+
+    /// Early in a spin the reads stay close together, so a short section's
+    /// release is seen soon; later the wait doubles up to the cap.
+    #[test]
+    fn the_spinner_backs_off_in_proportion_to_its_wait() {
+        let max = clock::pauses_in(MAX_SPIN_BACKOFF_NS);
+        let early = next_spin_backoff(max, max, 800);
+        assert!(early <= clock::pauses_in(50), "{early} pauses after 800 ns of spinning");
+        assert_eq!(next_spin_backoff(1, max, 1_000_000), 2, "doubling, from one pause");
+        assert_eq!(next_spin_backoff(max, max, 1_000_000), max, "the cap holds however long the wait");
     }
 
     /// The rule: a wait that a spin of at most the cap would have covered
