@@ -758,10 +758,12 @@ impl<R: Recorder> RawAdaptive<R> {
     /// that starts looping around a short section is noticed and the grace
     /// grows again.
     fn grace_worth_giving(&self) -> bool {
+        if cfg!(loom) || self.tuning().grace_misses() < Tuning::MISSES_MAX {
+            return true;
+        }
         // The clock's low bits may be fixed (a guest's scaled TSC): hash
         // the whole reading, then take the top bits.
-        let sample = clock::cycles().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FLOOR_GRACE_SAMPLE_BITS);
-        cfg!(loom) || self.tuning().grace_misses() < Tuning::MISSES_MAX || sample == 0
+        clock::cycles().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FLOOR_GRACE_SAMPLE_BITS) == 0
     }
 
     /// The lock was seen free: give `owner` a moment to take it back.
