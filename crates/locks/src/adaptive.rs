@@ -130,8 +130,8 @@ const INITIAL_SPIN_NS: u32 = MAX_SPIN_NS / 2;
 /// ran at half speed with a 3 µs cap).
 const MIN_GRACE_NS: u32 = 48;
 const MAX_GRACE_NS: u32 = 256;
-/// A lock whose grace sits at its floor gives one anyway at one release
-/// in 2^this (see `grace_worth_giving`).
+/// A lock whose last seven graces all missed still gives one at one
+/// release in 2^this (see `grace_worth_giving`).
 const FLOOR_GRACE_SAMPLE_BITS: u32 = 4;
 /// A return within this counts as at once (one or two reads of the word).
 const AT_ONCE_RETURN_NS: u32 = 128;
@@ -280,8 +280,9 @@ enum SpinEnd {
     OwnerNotRunning,
     /// Spun for the whole budget; the owner holds the lock too long.
     /// `held_throughout`: one owner held it the whole time (the spinner
-    /// never saw it free), so the spin says nothing about how soon that
-    /// owner would have let go.
+    /// never saw it free or change hands), so how long a spin would have
+    /// been enough is learnt only when this waiter gets the lock (see
+    /// `learn_from_outlasted_spin`).
     BudgetSpent { held_throughout: bool },
     /// Spinning was switched off, or the deadline passed.
     Stopped,
@@ -748,15 +749,13 @@ impl<R: Recorder> RawAdaptive<R> {
     /// Whether to give a releasing owner a grace at all. Seven graces in a
     /// row that found the lock still free say the owners of this lock do
     /// not come back (a grace merely at its floor does not: in `sem` a
-    /// quarter of the graces miss, and skipping them there cost 10-20%):
-    /// a grace would only
-    /// delay every hand-over, by a poll and two clock reads (at 2 threads
-    /// with 500 ns sections 500 ns apart, every acquisition spun and every
-    /// grace found the lock still free: ~100 ns of the 667 each took).
-    /// Such a lock still gets a grace at one release in 16 (a hash of the
-    /// clock picks it), so an owner
-    /// that starts looping around a short section is noticed and the grace
-    /// grows again.
+    /// quarter of the graces miss, and skipping them there cost 10-20%),
+    /// and a grace would only delay every hand-over, by a poll and two
+    /// clock reads (at 2 threads with 500 ns sections 500 ns apart, every
+    /// acquisition spun and every grace found the lock still free: ~100 ns
+    /// of the 667 each took). Such a lock still gets a grace at one release
+    /// in 16 (a hash of the clock picks it), so an owner that starts
+    /// looping around a short section is noticed and the grace grows again.
     fn grace_worth_giving(&self) -> bool {
         if cfg!(loom) || self.tuning().grace_misses() < Tuning::MISSES_MAX {
             return true;
