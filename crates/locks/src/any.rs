@@ -114,6 +114,22 @@ impl AnyMutex {
         dispatch!(self, l => unsafe { l.unlock() })
     }
 
+    /// Releases the lock for whichever thread holds it, as
+    /// `pthread_mutex_unlock` of a normal mutex allows (but `pi`, whose
+    /// kernel refuses: the lock stays held). Only `adaptive` needs a path of
+    /// its own for this: its unlock subtracts the caller's tid from the word.
+    ///
+    /// # Safety
+    /// The lock must be held, and its holder must not also release it.
+    pub unsafe fn unlock_from_any_thread(&self) {
+        match self {
+            // SAFETY: forwarded caller contract.
+            AnyMutex::Adaptive(l) => unsafe { l.unlock_from_any_thread() },
+            // SAFETY: forwarded caller contract.
+            _ => unsafe { self.unlock() },
+        }
+    }
+
     /// Whether the lock is held (or, for the queue locks, waited for).
     pub fn is_locked(&self) -> bool {
         dispatch!(self, l => l.is_locked())

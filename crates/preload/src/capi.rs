@@ -151,8 +151,9 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
 /// `m` is held by the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn lm_mutex_unlock(m: *mut LmMutex) -> c_int {
-    // SAFETY: caller's contract.
-    unsafe { mutex(m).unlock() };
+    // SAFETY: caller's contract; as with a normal pthread mutex, the
+    // releasing thread need not be the one that locked it.
+    unsafe { mutex(m).unlock_from_any_thread() };
     0
 }
 

@@ -389,8 +389,14 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     }
     // SAFETY: the lock is held. (Unlocking a normal mutex from another
     // thread is undefined in POSIX; glibc allows it, and so does every
-    // algorithm but `pi`, whose kernel refuses it: the lock stays held.)
-    with_lock!(algorithm, m, NoStats, l => l.unlock());
+    // algorithm but `pi`, whose kernel refuses it: the lock stays held.
+    // `adaptive`'s own unlock subtracts the caller's tid from the word, so
+    // it is told to release for whoever holds it.)
+    match algorithm {
+        // SAFETY: as in `with_lock!`; the lock is held (checked above).
+        Algorithm::Adaptive => unsafe { (*m.state.as_ptr().cast::<RawAdaptive<NoStats>>()).unlock_from_any_thread() },
+        _ => with_lock!(algorithm, m, NoStats, l => l.unlock()),
+    }
     0
 }
 
