@@ -96,6 +96,6 @@ fn stats_off_adds_no_state() {
     assert_eq!(std::mem::size_of::<NoStats>(), 0);
     assert_eq!(std::mem::size_of::<RawAdaptive<NoStats>>(), 16);
     assert_eq!(std::mem::size_of::<RawFutex<NoStats>>(), 4);
-    assert_eq!(std::mem::size_of::<RawTicket<NoStats>>(), 12);
+    assert_eq!(std::mem::size_of::<RawTicket<NoStats>>(), 16);
     assert_eq!(std::mem::size_of::<RawMcs<NoStats>>(), 16);
 }
