@@ -11,7 +11,7 @@
  *   "futex"      0/1/2 futex mutex, no spinning
  *   "futex-tid"  TID|WAITERS futex mutex, no spinning
  *   "pi"         kernel priority-inheritance futex
- *   "ticket"     FIFO ticket lock, proportional backoff, parks when oversubscribed
+ *   "ticket"     FIFO ticket lock, proportional backoff, gated when oversubscribed
  *   "mcs"        FIFO MCS queue lock, spins on its own node then parks
  *   "spin"       test-and-test-and-set spinlock, never sleeps
  */

@@ -57,7 +57,7 @@ impl Algorithm {
             Algorithm::Futex => "0/1/2 futex mutex without spinning: the baseline every lock must beat",
             Algorithm::FutexTid => "TID|WAITERS futex mutex without spinning: the price of knowing the owner",
             Algorithm::Pi => "kernel priority-inheritance futex: for real-time threads, slow under contention",
-            Algorithm::Ticket => "FIFO ticket lock with auto-tuned proportional backoff, parks when oversubscribed",
+            Algorithm::Ticket => "FIFO ticket lock with auto-tuned proportional backoff; when oversubscribed, a gate keeps the line to the CPUs",
             Algorithm::Mcs => "FIFO MCS queue lock: waiters spin on their own node, then park",
             Algorithm::Spin => "test-and-test-and-set with backoff, never sleeps: collapses when oversubscribed",
         }

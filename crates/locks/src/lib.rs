@@ -10,7 +10,7 @@
 //! | `futex`     | [`RawFutex`]      | 0/1/2 futex mutex, no spinning (futextest's futex_wait) |
 //! | `futex-tid` | [`RawFutexTid`]   | TID\|WAITERS futex mutex, no spinning (futextest's futex_wait_tid) |
 //! | `pi`        | [`RawPi`]         | kernel priority-inheritance futex (rtmutex) |
-//! | `ticket`    | [`RawTicket`]     | FIFO tickets, auto-tuned proportional backoff, parks (seed 003) |
+//! | `ticket`    | [`RawTicket`]     | FIFO tickets, auto-tuned proportional backoff, a gate against oversubscription (seed 003) |
 //! | `mcs`       | [`RawMcs`]        | MCS queue lock, spins on its own node then parks |
 //! | `spin`      | [`RawSpin`]       | test-and-test-and-set with exponential backoff, never sleeps |
 //!
