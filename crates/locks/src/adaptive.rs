@@ -383,6 +383,13 @@ impl<R: Recorder> RawAdaptive<R> {
     /// The calling thread must hold the lock.
     #[inline]
     pub unsafe fn unlock(&self) {
+        // In a child of `fork`, a lock taken before the fork holds the
+        // parent thread's id: subtracting the child's would corrupt the
+        // word, so release for whoever the word names.
+        if crate::sync::forked() {
+            // SAFETY: the caller holds the lock (forwarded contract).
+            return unsafe { self.unlock_from_any_thread() };
+        }
         self.release(current_tid());
     }
 
@@ -1439,6 +1446,30 @@ mod tests {
         lock.word.store(OTHER | WAITERS, Ordering::Relaxed);
         unsafe { lock.unlock_from_any_thread() };
         assert_eq!(lock.word.load(Ordering::Relaxed), 0, "nobody spins: the mark is cleared and a sleeper woken");
+    }
+
+    /// A lock taken before `fork` and released in the child: the word
+    /// holds the parent thread's id, not the child's, and the release must
+    /// still leave it free (the atfork pattern: lock in prepare, unlock in
+    /// both processes).
+    #[test]
+    fn a_child_of_fork_releases_what_its_parent_took() {
+        let lock = RawAdaptive::<NoStats>::new();
+        lock.lock();
+        // SAFETY: the child only touches atomics and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { lock.unlock() };
+            let free = lock.try_lock() && lock.word.load(Ordering::Relaxed) == current_tid();
+            unsafe { libc::_exit(if free { 0 } else { 1 }) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's release left the word {status:#x}");
+        unsafe { lock.unlock() };
+        assert!(!lock.is_locked());
     }
 
     /// Starts a thread that takes `lock` and, holding it, reports `tag`.

@@ -88,6 +88,24 @@ fn fetch_tid() -> u32 {
     tid
 }
 
+/// Set in a child of `fork`: a lock taken before the fork still holds the
+/// parent thread's id, which the child's thread does not have.
+#[cfg(not(loom))]
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process is a child of `fork` (of a process that had used a
+/// lock): a releasing thread may then not be the id its lock word holds.
+#[cfg(not(loom))]
+#[inline(always)]
+pub fn forked() -> bool {
+    FORKED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(loom)]
+pub fn forked() -> bool {
+    false
+}
+
 /// After `fork` the child's only thread has a new kernel id but inherits the
 /// parent's thread-local cache; a stale id in a lock word would make two
 /// threads look like one owner once the parent's id is recycled.
@@ -98,6 +116,7 @@ fn forget_tid_after_fork() {
     extern "C" fn in_child() {
         // Runs in the thread that called fork: the child's only thread.
         let _ = TID.try_with(|t| t.set(0));
+        FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     REGISTER.call_once(|| {
         // SAFETY: registers a plain function that only touches a
