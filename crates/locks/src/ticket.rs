@@ -41,7 +41,8 @@
 //! the ticket now served and whose low 16 bits count the waiters parked (or
 //! about to park), so one atomic add both passes the lock on and tells the
 //! unlocker whether anybody may sleep (no store-load race between two
-//! words); `delay_factor`; `gate` (see `GATE_*`). Tickets are 16 bits: at
+//! words); `delay_factor`; `gate`, threads at the gate (low 16 bits)
+//! and how many of them closed it (high 16). Tickets are 16 bits: at
 //! most 65535 waiters.
 //!
 //! Pick it when FIFO order matters more than throughput: strict while the
@@ -51,7 +52,7 @@
 use crate::clock::{self, SpinBudget};
 use crate::config;
 use crate::record::{self, AcquireKind, NoStats, Recorder};
-use crate::sync::{futex_wait, futex_wake, spin_hint, store_load_barrier, AtomicU32, Ordering};
+use crate::sync::{futex_wait_bits, futex_wake_bits, spin_hint, store_load_barrier, AtomicU32, Ordering};
 
 /// Spin this long on our turn before parking.
 const PARK_AFTER_NS: u64 = 20_000;
@@ -61,16 +62,19 @@ const PARK_AFTER_NS: u64 = 20_000;
 /// context switch or two), short against a scheduler's time slice times the
 /// threads sharing a CPU.
 const ADMISSION_BOUND_NS: u64 = 10_000_000;
-/// In `gate`: threads waiting at the gate (low 16 bits), ...
+/// In `gate`: one thread waiting at the gate, ...
 const GATE_WAITER: u32 = 1;
 const GATE_WAITERS_MASK: u32 = 0xFFFF;
-/// ... how many of them have waited past the bound and closed the gate
-/// (next 8 bits), ...
+/// ... and one of them past the bound, closing it.
 const GATE_CLOSER: u32 = 1 << 16;
-const GATE_CLOSERS_MASK: u32 = 0xFF << 16;
-/// ... and a count of wake-ups (high 8 bits), which a gate sleeper's futex
-/// wait compares so that a wake between its check and its sleep is not lost.
-const GATE_WAKE: u32 = 1 << 24;
+const GATE_CLOSERS_MASK: u32 = 0xFFFF << 16;
+/// The gate's key in the waiting array, beyond every 16-bit ticket.
+const GATE_KEY: u32 = 1 << 16;
+/// Futex bits of the two kinds of sleeper a waiting-array slot may hold:
+/// ticket holders (all woken, a collision must not swallow a wake) and
+/// gate sleepers (one woken: a herd would all join the line at once).
+const TICKET_BITS: u32 = 1;
+const GATE_BITS: u32 = 2;
 
 /// Proportional delay factor caps, in pause instructions per waiter ahead.
 const MAX_DELAY_BARE_METAL: u32 = 1_000;
@@ -92,7 +96,7 @@ pub struct RawTicket<R: Recorder = NoStats> {
     serving: AtomicU32,
     /// Pause instructions per waiter ahead; 0 reads as 1.
     delay_factor: AtomicU32,
-    /// Waiters, closers and wake count of the gate (see `GATE_*`).
+    /// Threads at the gate, and those of them closing it (see `GATE_*`).
     gate: AtomicU32,
     recorder: R,
 }
@@ -245,18 +249,26 @@ impl<R: Recorder> RawTicket<R> {
     }
 
     /// [`Self::wait_at_gate`], closing the gate after `bound_ns`.
+    ///
+    /// A gate sleeper sleeps on the waiting array, like a parked ticket
+    /// holder, so that the unlock wakes it without touching the lock's
+    /// memory after releasing it (the next holder may destroy and free the
+    /// lock at once); the unlock reads `gate` before its release instead.
     fn wait_at_gate_within(&self, bound_ns: u64) {
         let arrived = clock::cycles();
         let bound = clock::ns_to_cycles(bound_ns);
+        let slot = slot_for(self as *const _ as usize, GATE_KEY);
         let mut closer = false;
-        // SeqCst, with the unlocker's RMW on `serving` and its read of
-        // `gate`: either the unlocker sees us waiting, or we see the line
-        // it left.
+        slot.sleepers.fetch_add(1, Ordering::Relaxed);
+        // SeqCst, with the unlocker's read of `gate`, which precedes its
+        // release: either it sees us here, or we see its ticket still out,
+        // and then the holder of a later ticket (whose read of `gate`
+        // follows that release) sees us.
         self.gate.fetch_add(GATE_WAITER, Ordering::SeqCst);
         store_load_barrier();
         loop {
-            let gate = self.gate.load(Ordering::SeqCst);
-            if self.tickets_out() <= spin_window() && (closer || gate & GATE_CLOSERS_MASK == 0) {
+            let seq = slot.seq.load(Ordering::Acquire);
+            if self.tickets_out() <= spin_window() && (closer || self.gate.load(Ordering::Relaxed) & GATE_CLOSERS_MASK == 0) {
                 break;
             }
             if closer {
@@ -267,23 +279,17 @@ impl<R: Recorder> RawTicket<R> {
             // Under loom no clock bounds a wait: the models show that the
             // wakes alone admit every thread.
             if !cfg!(loom) && waited >= bound {
-                self.gate.fetch_add(GATE_CLOSER, Ordering::SeqCst);
+                self.gate.fetch_add(GATE_CLOSER, Ordering::Relaxed);
                 closer = true;
                 continue;
             }
             let deadline = std::time::Instant::now()
                 + std::time::Duration::from_nanos(clock::cycles_to_ns(bound.saturating_sub(waited)));
-            futex_wait(&self.gate, gate, Some(deadline));
+            futex_wait_bits(&slot.seq, seq, Some(deadline), GATE_BITS);
         }
         let leaving = GATE_WAITER + if closer { GATE_CLOSER } else { 0 };
         self.gate.fetch_sub(leaving, Ordering::SeqCst);
-    }
-
-    /// The lock went idle with threads at the gate: admit one.
-    #[cold]
-    fn wake_at_gate(&self) {
-        self.gate.fetch_add(GATE_WAKE, Ordering::SeqCst);
-        futex_wake(&self.gate, 1);
+        slot.sleepers.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Sleeps until the ticket served has reached `target`.
@@ -301,7 +307,7 @@ impl<R: Recorder> RawTicket<R> {
             if behind == 0 || behind > TICKET_MASK / 2 {
                 break;
             }
-            futex_wait(&slot.seq, seq, None);
+            futex_wait_bits(&slot.seq, seq, None, TICKET_BITS);
         }
         self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
@@ -314,18 +320,26 @@ impl<R: Recorder> RawTicket<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        let before = self.serving.fetch_add(SERVED_ONE, Ordering::SeqCst);
-        if before & TICKET_MASK != 0 {
-            self.wake_slot(((before >> 16) + 1) & TICKET_MASK);
-        }
-        // Threads at the gate, and nobody left in line: the lock would
-        // idle while they sleep.
+        // Read before the release: once released, the lock is the next
+        // holder's, who may destroy and free it.
         store_load_barrier();
-        if self.gate.load(Ordering::SeqCst) & GATE_WAITERS_MASK != 0 && self.tickets_out() == 0 {
-            self.wake_at_gate();
+        let gate = self.gate.load(Ordering::SeqCst);
+        let next = if gate & GATE_WAITERS_MASK != 0 { self.next_ticket.load(Ordering::SeqCst) } else { 0 };
+        let before = self.serving.fetch_add(SERVED_ONE, Ordering::SeqCst);
+        let serving = ((before >> 16) + 1) & TICKET_MASK;
+        if before & TICKET_MASK != 0 {
+            self.wake_slot(serving);
+        }
+        // Threads at the gate and nobody left in line: the lock would idle
+        // while they sleep. (A ticket taken since `next` was read makes
+        // this wake a spare one, never a missing one.)
+        if gate & GATE_WAITERS_MASK != 0 && next & TICKET_MASK == serving {
+            self.wake_gate();
         }
     }
 
+    /// Wakes the ticket holders parked on the slot of `serving`. Only the
+    /// slot's memory is touched, never the lock's.
     #[cold]
     fn wake_slot(&self, serving: u32) {
         let slot = slot_for(self as *const _ as usize, serving);
@@ -333,7 +347,19 @@ impl<R: Recorder> RawTicket<R> {
             slot.seq.fetch_add(1, Ordering::Release);
             // Everyone on the slot: a collision with another lock or ticket
             // must not swallow the wake of the waiter we mean.
-            futex_wake(&slot.seq, u32::MAX);
+            futex_wake_bits(&slot.seq, u32::MAX, TICKET_BITS);
+        }
+    }
+
+    /// Wakes one gate sleeper (the line is empty). Only the slot's memory
+    /// is touched. A gate of another lock sharing the slot may take the
+    /// wake; the sleeper it was meant for then waits out its bound.
+    #[cold]
+    fn wake_gate(&self) {
+        let slot = slot_for(self as *const _ as usize, GATE_KEY);
+        if slot.sleepers.load(Ordering::Relaxed) != 0 {
+            slot.seq.fetch_add(1, Ordering::Release);
+            futex_wake_bits(&slot.seq, 1, GATE_BITS);
         }
     }
 
@@ -518,9 +544,10 @@ mod tests {
         for _ in 0..full {
             unsafe { lock.unlock() };
         }
-        assert_eq!(lock.gate.load(Ordering::Relaxed) / GATE_WAKE, 1, "the last unlock woke the gate");
+        let woken = Instant::now();
         newcomer.join().unwrap();
-        assert_eq!(lock.gate.load(Ordering::Relaxed) & !(0xFF * GATE_WAKE), 0, "nobody left at the gate");
+        assert!(woken.elapsed() < Duration::from_secs(5), "the last unlock did not wake the gate");
+        assert_eq!(lock.gate.load(Ordering::Relaxed), 0, "nobody left at the gate");
     }
 
     /// Threads that keep the line full never let it go idle, so only the
