@@ -68,6 +68,12 @@ const GATE_WAITERS_MASK: u32 = 0xFFFF;
 /// ... and one of them past the bound, closing it.
 const GATE_CLOSER: u32 = 1 << 16;
 const GATE_CLOSERS_MASK: u32 = 0xFFFF << 16;
+/// A closer yields this many times waiting for the line to drain (it
+/// drains within a few turns of a short critical section), then naps
+/// `CLOSER_NAP_NS` between looks, so that a lock held long (across I/O)
+/// does not keep its closers spinning.
+const CLOSER_YIELDS: u32 = 64;
+const CLOSER_NAP_NS: u64 = 200_000;
 /// The gate's key in the waiting array, beyond every 16-bit ticket.
 const GATE_KEY: u32 = 1 << 16;
 /// Futex bits of the two kinds of sleeper a waiting-array slot may hold:
@@ -240,9 +246,9 @@ impl<R: Recorder> RawTicket<R> {
     }
 
     /// Waits, asleep, until the line has room (see the module's doc). A
-    /// thread that has waited past the bound closes the gate and waits
-    /// awake (yielding) for the line to drain, which it soon does: nobody
-    /// else joins it meanwhile.
+    /// thread that has waited past the bound closes the gate and waits for
+    /// the line to drain, which it soon does: nobody else joins it
+    /// meanwhile. It yields first, then naps (a lock held long).
     #[cold]
     fn wait_at_gate(&self) {
         self.wait_at_gate_within(ADMISSION_BOUND_NS);
@@ -259,6 +265,7 @@ impl<R: Recorder> RawTicket<R> {
         let bound = clock::ns_to_cycles(bound_ns);
         let slot = slot_for(self as *const _ as usize, GATE_KEY);
         let mut closer = false;
+        let mut closer_yields = 0;
         slot.sleepers.fetch_add(1, Ordering::Relaxed);
         // SeqCst, with the unlocker's read of `gate`, which precedes its
         // release: either it sees us here, or we see its ticket still out,
@@ -272,7 +279,13 @@ impl<R: Recorder> RawTicket<R> {
                 break;
             }
             if closer {
-                yield_cpu();
+                if closer_yields < CLOSER_YIELDS {
+                    closer_yields += 1;
+                    yield_cpu();
+                } else {
+                    let nap = std::time::Instant::now() + std::time::Duration::from_nanos(CLOSER_NAP_NS);
+                    futex_wait_bits(&slot.seq, seq, Some(nap), GATE_BITS);
+                }
                 continue;
             }
             let waited = clock::cycles().wrapping_sub(arrived);
@@ -548,6 +561,41 @@ mod tests {
         newcomer.join().unwrap();
         assert!(woken.elapsed() < Duration::from_secs(5), "the last unlock did not wake the gate");
         assert_eq!(lock.gate.load(Ordering::Relaxed), 0, "nobody left at the gate");
+    }
+
+    /// A lock held long (across I/O, say): the threads kept at the gate
+    /// past the bound close it and then nap, not spin, until the line
+    /// drains.
+    #[test]
+    fn closers_nap_while_a_lock_is_held_long() {
+        fn thread_cpu() -> Duration {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: a valid out-pointer.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+        }
+        let lock = Arc::new(RawTicket::<NoStats>::new());
+        // The holder, and a full line behind it: newcomers go to the gate.
+        lock.next_ticket.store(spin_window() + 1, Ordering::Relaxed);
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    let (cpu, wall) = (thread_cpu(), Instant::now());
+                    lock.wait_at_gate();
+                    (thread_cpu() - cpu, wall.elapsed())
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..=spin_window() {
+            unsafe { lock.unlock() };
+        }
+        for waiter in waiters {
+            let (cpu, waited) = waiter.join().unwrap();
+            assert!(waited >= Duration::from_millis(250), "admitted after {waited:?}");
+            assert!(cpu < Duration::from_millis(60), "{cpu:?} of CPU in {waited:?} at the gate");
+        }
     }
 
     /// Threads that keep the line full never let it go idle, so only the
