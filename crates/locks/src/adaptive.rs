@@ -462,7 +462,12 @@ impl<R: Recorder> RawAdaptive<R> {
 
             // The lock is being handed to a starving waiter: its unlocker
             // is between two atomic operations, done in a moment.
+            // A timed waiter still gives up on time: the unlocker may have
+            // been preempted there.
             if word & OWNER_MASK == 0 && !is_free(word) {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return self.give_up(slept, wait_start);
+                }
                 yield_to_unlocker();
                 continue;
             }
@@ -1408,6 +1413,33 @@ mod tests {
         assert!(!lock.withdraw_handoff(OTHER));
         assert_eq!(lock.word.load(Ordering::Relaxed), reserved);
         assert_eq!(lock.handoff.load(Ordering::Relaxed), OTHER, "the request stays for the unlocker to claim");
+    }
+
+    /// A hand-over whose unlocker stalls between its release and its grant
+    /// does not keep a timed waiter past its deadline.
+    #[test]
+    fn a_timed_waiter_gives_up_on_a_reserved_word_at_its_deadline() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        let reserved = HANDOFF | WAITERS;
+        lock.word.store(reserved, Ordering::Relaxed);
+        lock.handoff.store(OTHER, Ordering::Relaxed);
+        let (done, outcome) = std::sync::mpsc::channel();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let acquired = lock.lock_until(Instant::now() + std::time::Duration::from_millis(20));
+                done.send(acquired).unwrap();
+            })
+        };
+        let result = outcome.recv_timeout(std::time::Duration::from_secs(5));
+        if result.is_err() {
+            // Let the waiter finish before failing: free the word.
+            lock.handoff.store(0, Ordering::Relaxed);
+            lock.word.store(0, Ordering::Relaxed);
+        }
+        waiter.join().unwrap();
+        assert_eq!(result, Ok(false), "the waiter kept yielding past its deadline");
+        assert_eq!(lock.word.load(Ordering::Relaxed), reserved, "the reservation is left alone");
     }
 
     /// A requester may still withdraw while the word is held: it clears
