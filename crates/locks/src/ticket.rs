@@ -264,6 +264,7 @@ impl<R: Recorder> RawTicket<R> {
         let arrived = clock::cycles();
         let bound = clock::ns_to_cycles(bound_ns);
         let slot = slot_for(self as *const _ as usize, GATE_KEY);
+        forget_sleepers_after_fork();
         let mut closer = false;
         let mut closer_yields = 0;
         slot.sleepers.fetch_add(1, Ordering::Relaxed);
@@ -308,6 +309,7 @@ impl<R: Recorder> RawTicket<R> {
     /// Sleeps until the ticket served has reached `target`.
     fn park_until(&self, target: u32) {
         let slot = slot_for(self as *const _ as usize, target);
+        forget_sleepers_after_fork();
         // Count ourselves on the slot, then register in `serving` with a
         // release RMW: an unlocker whose RMW comes later in the word's order
         // sees the registration, and through it the slot count.
@@ -405,6 +407,31 @@ static WAITING_ARRAY: [Slot; SLOTS] = {
 fn waiting_array() -> &'static [Slot; SLOTS] {
     &WAITING_ARRAY
 }
+
+/// The waiting array's sleeper counts belong to the process: a child of
+/// `fork` inherits the counts of the parent's threads asleep at the fork,
+/// threads it does not have, and every unlock that finds its lock's slot
+/// counted would make a futex wake to nobody (a lock whose gate had
+/// sleepers at the fork: each unlock that empties its line). So the first
+/// thread to sleep here registers a handler that zeroes them in the child,
+/// whose only thread is the one that forked, asleep nowhere.
+#[cfg(not(loom))]
+fn forget_sleepers_after_fork() {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    extern "C" fn in_child() {
+        for slot in WAITING_ARRAY.iter() {
+            slot.sleepers.store(0, Ordering::Relaxed);
+        }
+    }
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function that only stores to atomics
+        // of a static.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+}
+
+#[cfg(loom)]
+fn forget_sleepers_after_fork() {}
 
 #[cfg(loom)]
 fn waiting_array() -> &'static [Slot; SLOTS] {
@@ -520,6 +547,45 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    /// A child of `fork` has none of the parent's threads asleep at the
+    /// gate, and its waiting array says so.
+    #[test]
+    fn a_child_of_fork_forgets_the_parents_sleepers() {
+        let lock = Arc::new(RawTicket::<NoStats>::new());
+        // A line longer than the window, of tickets nobody holds: a
+        // newcomer waits at the gate.
+        let out = spin_window() + 1;
+        lock.next_ticket.store(out, Ordering::Relaxed);
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+            })
+        };
+        let slot = slot_for(&*lock as *const _ as usize, GATE_KEY);
+        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_ne!(slot.sleepers.load(Ordering::Relaxed), 0, "the waiter counts itself on the slot");
+        // SAFETY: the child only reads an atomic and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let forgotten = slot.sleepers.load(Ordering::Relaxed) == 0;
+            unsafe { libc::_exit(if forgotten { 0 } else { 1 }) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: waits for the child just forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        // Serve the tickets nobody held: the waiter is admitted within its
+        // bound.
+        lock.serving.store(out << 16, Ordering::Relaxed);
+        waiter.join().unwrap();
+        assert!(!lock.is_locked());
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child still counts the parent's sleeper");
+    }
 
     /// A thread may take a ticket while the line holds at most the CPUs'
     /// worth minus one, and nobody has closed the gate.
