@@ -56,9 +56,9 @@ pub fn table(report: &Report) -> String {
         let title = panel_title(&report.workload, period, duty);
         let with_efficiency = points.iter().any(|p| p.efficiency.is_some());
         let heading = format!("{title}: Mops/s{}", if with_efficiency { " (share of the physical limit)" } else { "" });
-        grid(&mut out, &heading, &points, if with_efficiency { 14 } else { 9 }, |p| match p.efficiency {
-            Some(e) => format!("{:.3} ({:>3.0}%)", p.ops_per_sec / 1e6, 100.0 * e),
-            None => format!("{:.3}", p.ops_per_sec / 1e6),
+        grid(&mut out, &heading, &points, if with_efficiency { 15 } else { 9 }, |p| match p.efficiency {
+            Some(e) => format!("{} ({:>3.0}%)", mops(p.ops_per_sec), 100.0 * e),
+            None => mops(p.ops_per_sec),
         });
         if points.iter().any(|p| p.threads > 1) {
             let heading = format!("{title}: fairness, most / fewest operations of any thread");
@@ -95,6 +95,15 @@ pub fn table(report: &Report) -> String {
         }
     }
     out
+}
+
+/// Operations per second as Mops/s with four significant digits: with a
+/// fixed three decimals, the 0.02 Mops/s of 36 µs critical sections would
+/// print with two, and ratios read off the table would round by 5%.
+fn mops(ops_per_sec: f64) -> String {
+    let m = ops_per_sec / 1e6;
+    let decimals = if m > 0.0 { (3 - m.log10().floor() as i32).clamp(0, 6) as usize } else { 3 };
+    format!("{m:.decimals$}")
 }
 
 /// One table: a row per lock, a column per thread count, `cell` of each
@@ -165,4 +174,19 @@ pub fn csv(report: &Report) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mops;
+
+    #[test]
+    fn throughput_prints_with_four_significant_digits() {
+        assert_eq!(mops(42_928_000.0), "42.93");
+        assert_eq!(mops(1_877_000.0), "1.877");
+        assert_eq!(mops(456_200.0), "0.4562");
+        assert_eq!(mops(21_430.0), "0.02143");
+        assert_eq!(mops(102_300_000.0), "102.3");
+        assert_eq!(mops(0.0), "0.000");
+    }
 }
