@@ -62,6 +62,36 @@ pub fn exclusion<L: ModelLock>(threads: usize) {
     });
 }
 
+/// `ticket`'s gate: the lock starts with a full line marked full (two
+/// tickets out under the models' window of one, served by the main
+/// thread), so a newcomer finds the gate word set, looks at the line and
+/// sleeps at the gate. The unlock that empties the line must admit it: a
+/// gate sleeper nobody wakes is a deadlock. (Two newcomers take ten
+/// minutes to check, too long for every run of the suite.)
+pub fn ticket_gate() {
+    let newcomers = 1;
+    builder().check(move || {
+        let shared = Arc::new((RawTicket::<NoStats>::with_full_line_for_model(2), UnsafeCell::new(0usize)));
+        let others: Vec<_> = (0..newcomers)
+            .map(|_| {
+                let shared = shared.clone();
+                loom::thread::spawn(move || {
+                    shared.0.acquire();
+                    shared.1.with_mut(|v| unsafe { *v += 1 });
+                    shared.0.release();
+                })
+            })
+            .collect();
+        shared.0.release();
+        shared.0.release();
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(shared.1.with(|v| unsafe { *v }), newcomers);
+        assert!(!shared.0.held());
+    });
+}
+
 /// A waiter waits for a flag under the mutex; the notifier sets it and
 /// notifies. A lost wake-up leaves the waiter asleep forever (a deadlock).
 pub fn condvar<L: ModelLock>() {
@@ -92,7 +122,7 @@ pub fn condvar<L: ModelLock>() {
 macro_rules! loom_suite {
     ($setup:expr) => {
         use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
-        use common::loom_models::{condvar, exclusion};
+        use common::loom_models::{condvar, exclusion, ticket_gate};
         loom_suite!(@tests $setup;
             adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
             adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
@@ -100,6 +130,7 @@ macro_rules! loom_suite {
             futex_tid_three_threads => exclusion::<RawFutexTid<NoStats>>(3),
             ticket_two_threads => exclusion::<RawTicket<NoStats>>(2),
             ticket_three_threads => exclusion::<RawTicket<NoStats>>(3),
+            ticket_gate_admits_a_newcomer => ticket_gate(),
             mcs_two_threads => exclusion::<RawMcs<NoStats>>(2),
             mcs_three_threads => exclusion::<RawMcs<NoStats>>(3),
             condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
