@@ -112,7 +112,8 @@ pub struct RawTicket<R: Recorder = NoStats> {
     serving: AtomicU32,
     /// Pause instructions per waiter ahead; 0 reads as 1.
     delay_factor: AtomicU32,
-    /// Threads at the gate, and those of them closing it (see `GATE_*`).
+    /// Threads at the gate, those of them closing it, and the line-full
+    /// mark (see `GATE_*` and `LINE_FULL`).
     gate: AtomicU32,
     recorder: R,
 }
@@ -132,15 +133,24 @@ impl<R: Recorder> RawTicket<R> {
     }
 
     /// For the loom models only: a lock whose first `out` tickets are out
-    /// (the model serves them with `unlock`) and whose line is marked full,
-    /// so that a newcomer goes through the gate.
+    /// (the model serves them with `unlock`), its line marked full or not
+    /// (marked, a newcomer goes through the gate; unmarked, it joins the
+    /// line and marks it).
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn with_full_line_for_model(out: u32) -> Self {
+    pub fn with_line_for_model(out: u32, marked_full: bool) -> Self {
         let lock = Self::new();
         lock.next_ticket.store(out, Ordering::Relaxed);
-        lock.gate.store(LINE_FULL, Ordering::Relaxed);
+        lock.gate.store(if marked_full { LINE_FULL } else { 0 }, Ordering::Relaxed);
         lock
+    }
+
+    /// For the loom models only: the gate word (nobody at the gate, no
+    /// mark left, once the lock is idle).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn gate_word_for_model(&self) -> u32 {
+        self.gate.load(Ordering::Relaxed)
     }
 
     /// The statistics recorder.
@@ -277,7 +287,9 @@ impl<R: Recorder> RawTicket<R> {
         self.recorder.acquired(kind, record::waited::<R>(start));
     }
 
-    /// Sets LINE_FULL, unless it is set already.
+    /// Sets LINE_FULL, unless it is set already. (A stale read that sees
+    /// a mark the emptying unlock is clearing skips the set: the line then
+    /// overshoots a little more, until the next thread beyond the window.)
     #[cold]
     fn mark_line_full(&self) {
         if self.gate.load(Ordering::Relaxed) & LINE_FULL == 0 {
@@ -333,7 +345,8 @@ impl<R: Recorder> RawTicket<R> {
             // Under loom no clock bounds a wait: the models show that the
             // wakes alone admit every thread.
             if !cfg!(loom) && waited >= bound {
-                self.gate.fetch_add(GATE_CLOSER, Ordering::Relaxed);
+                let before = self.gate.fetch_add(GATE_CLOSER, Ordering::Relaxed);
+                debug_assert!(before & GATE_CLOSERS_MASK != GATE_CLOSERS_MASK, "32767 closers at once");
                 closer = true;
                 continue;
             }

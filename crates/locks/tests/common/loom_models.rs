@@ -62,33 +62,31 @@ pub fn exclusion<L: ModelLock>(threads: usize) {
     });
 }
 
-/// `ticket`'s gate: the lock starts with a full line marked full (two
-/// tickets out under the models' window of one, served by the main
-/// thread), so a newcomer finds the gate word set, looks at the line and
-/// sleeps at the gate. The unlock that empties the line must admit it: a
-/// gate sleeper nobody wakes is a deadlock. (Two newcomers take ten
-/// minutes to check, too long for every run of the suite.)
-pub fn ticket_gate() {
-    let newcomers = 1;
+/// `ticket`'s line-full mark: the lock starts with two tickets out under
+/// the models' window of one, served by the main thread, and one newcomer.
+/// With the line marked full (`marked`), the newcomer finds the gate word
+/// set, looks at the line and sleeps at the gate: the unlock that empties
+/// the line must admit it (a gate sleeper nobody wakes is a deadlock).
+/// Unmarked, it joins beyond the window, marks the line and parks. Either
+/// way the unlock that empties the line leaves no mark behind. (Two
+/// newcomers take ten minutes to check, too long for every run.)
+pub fn ticket_line(marked: bool) {
     builder().check(move || {
-        let shared = Arc::new((RawTicket::<NoStats>::with_full_line_for_model(2), UnsafeCell::new(0usize)));
-        let others: Vec<_> = (0..newcomers)
-            .map(|_| {
-                let shared = shared.clone();
-                loom::thread::spawn(move || {
-                    shared.0.acquire();
-                    shared.1.with_mut(|v| unsafe { *v += 1 });
-                    shared.0.release();
-                })
+        let shared = Arc::new((RawTicket::<NoStats>::with_line_for_model(2, marked), UnsafeCell::new(0usize)));
+        let newcomer = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                shared.0.acquire();
+                shared.1.with_mut(|v| unsafe { *v += 1 });
+                shared.0.release();
             })
-            .collect();
+        };
         shared.0.release();
         shared.0.release();
-        for t in others {
-            t.join().unwrap();
-        }
-        assert_eq!(shared.1.with(|v| unsafe { *v }), newcomers);
+        newcomer.join().unwrap();
+        assert_eq!(shared.1.with(|v| unsafe { *v }), 1);
         assert!(!shared.0.held());
+        assert_eq!(shared.0.gate_word_for_model(), 0, "nobody at the gate and no mark left");
     });
 }
 
@@ -122,7 +120,7 @@ pub fn condvar<L: ModelLock>() {
 macro_rules! loom_suite {
     ($setup:expr) => {
         use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
-        use common::loom_models::{condvar, exclusion, ticket_gate};
+        use common::loom_models::{condvar, exclusion, ticket_line};
         loom_suite!(@tests $setup;
             adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
             adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
@@ -130,7 +128,8 @@ macro_rules! loom_suite {
             futex_tid_three_threads => exclusion::<RawFutexTid<NoStats>>(3),
             ticket_two_threads => exclusion::<RawTicket<NoStats>>(2),
             ticket_three_threads => exclusion::<RawTicket<NoStats>>(3),
-            ticket_gate_admits_a_newcomer => ticket_gate(),
+            ticket_gate_admits_a_newcomer => ticket_line(true),
+            ticket_newcomer_marks_the_line_full => ticket_line(false),
             mcs_two_threads => exclusion::<RawMcs<NoStats>>(2),
             mcs_three_threads => exclusion::<RawMcs<NoStats>>(3),
             condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
