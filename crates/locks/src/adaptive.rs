@@ -1488,18 +1488,11 @@ mod tests {
     fn a_child_of_fork_releases_what_its_parent_took() {
         let lock = RawAdaptive::<NoStats>::new();
         lock.lock();
-        // SAFETY: the child only touches atomics and exits.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        let free = crate::sync::in_forked_child(|| {
             unsafe { lock.unlock() };
-            let free = lock.try_lock() && lock.word.load(Ordering::Relaxed) == current_tid();
-            unsafe { libc::_exit(if free { 0 } else { 1 }) };
-        }
-        assert!(pid > 0, "fork failed");
-        let mut status = 0;
-        // SAFETY: waits for the child just forked.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's release left the word {status:#x}");
+            lock.try_lock() && lock.word.load(Ordering::Relaxed) == current_tid()
+        });
+        assert!(free, "the child's release did not leave the word free");
         unsafe { lock.unlock() };
         assert!(!lock.is_locked());
     }

@@ -125,6 +125,25 @@ fn forget_tid_after_fork() {
     });
 }
 
+/// For tests: runs `check` in a child of `fork` and returns its answer.
+/// The child only runs `check` (which must touch nothing but memory: the
+/// other threads of a test process are gone there) and exits.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn in_forked_child(check: impl FnOnce() -> bool) -> bool {
+    // SAFETY: the child runs `check`, then `_exit`s without unwinding or
+    // running the parent's destructors.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let passed = check();
+        unsafe { libc::_exit(if passed { 0 } else { 1 }) };
+    }
+    assert!(pid > 0, "fork failed");
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
 /// Under loom every model thread runs on one OS thread, so ids come from a
 /// per-model-thread counter instead of `gettid`.
 #[cfg(loom)]

@@ -417,13 +417,9 @@ impl<R: Recorder> RawTicket<R> {
     /// slot's memory is touched, never the lock's.
     #[cold]
     fn wake_slot(&self, serving: u32) {
-        let slot = slot_for(self as *const _ as usize, serving);
-        if slot.sleepers.load(Ordering::Relaxed) != 0 {
-            slot.seq.fetch_add(1, Ordering::Release);
-            // Everyone on the slot: a collision with another lock or ticket
-            // must not swallow the wake of the waiter we mean.
-            futex_wake_bits(&slot.seq, u32::MAX, TICKET_BITS);
-        }
+        // Everyone on the slot: a collision with another lock or ticket
+        // must not swallow the wake of the waiter we mean.
+        slot_for(self as *const _ as usize, serving).wake(u32::MAX, TICKET_BITS);
     }
 
     /// Wakes one gate sleeper (the line is empty). Only the slot's memory
@@ -431,11 +427,7 @@ impl<R: Recorder> RawTicket<R> {
     /// wake; the sleeper it was meant for then waits out its bound.
     #[cold]
     fn wake_gate(&self) {
-        let slot = slot_for(self as *const _ as usize, GATE_KEY);
-        if slot.sleepers.load(Ordering::Relaxed) != 0 {
-            slot.seq.fetch_add(1, Ordering::Release);
-            futex_wake_bits(&slot.seq, 1, GATE_BITS);
-        }
+        slot_for(self as *const _ as usize, GATE_KEY).wake(1, GATE_BITS);
     }
 
     /// Whether the lock is held (or waited for).
@@ -449,6 +441,16 @@ impl<R: Recorder> RawTicket<R> {
 struct Slot {
     seq: AtomicU32,
     sleepers: AtomicU32,
+}
+
+impl Slot {
+    /// Wakes up to `count` sleepers of kind `bits`, if anybody sleeps here.
+    fn wake(&self, count: u32, bits: u32) {
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            self.seq.fetch_add(1, Ordering::Release);
+            futex_wake_bits(&self.seq, count, bits);
+        }
+    }
 }
 
 #[cfg(not(loom))]
@@ -631,22 +633,13 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_ne!(slot.sleepers.load(Ordering::Relaxed), 0, "the waiter counts itself on the slot");
-        // SAFETY: the child only reads an atomic and exits.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            let forgotten = slot.sleepers.load(Ordering::Relaxed) == 0;
-            unsafe { libc::_exit(if forgotten { 0 } else { 1 }) };
-        }
-        assert!(pid > 0, "fork failed");
-        let mut status = 0;
-        // SAFETY: waits for the child just forked.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let forgotten = crate::sync::in_forked_child(|| slot.sleepers.load(Ordering::Relaxed) == 0);
         // Serve the tickets nobody held: the waiter is admitted within its
         // bound.
         lock.serving.store(out << 16, Ordering::Relaxed);
         waiter.join().unwrap();
         assert!(!lock.is_locked());
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child still counts the parent's sleeper");
+        assert!(forgotten, "the child still counts the parent's sleeper");
     }
 
     /// Newcomers that find nobody at the gate take a ticket without looking
