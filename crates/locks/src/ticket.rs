@@ -49,7 +49,8 @@
 //! unlocker whether anybody may sleep (no store-load race between two
 //! words); `delay_factor`; `gate`, threads at the gate (low 16 bits), how
 //! many of them closed it (15 bits) and the line-full mark (the top bit).
-//! Tickets are 16 bits: at most 65535 waiters, 32767 of them closers.
+//! Tickets are 16 bits: at most 65535 waiters. Past 32767 closers the
+//! count stops (the others close the gate uncounted).
 //!
 //! Pick it when FIFO order matters more than throughput: strict while the
 //! waiters fit on the CPUs, a rotation with a bounded wait beyond. Timed
@@ -318,6 +319,7 @@ impl<R: Recorder> RawTicket<R> {
         let slot = slot_for(self as *const _ as usize, GATE_KEY);
         forget_sleepers_after_fork();
         let mut closer = false;
+        let mut counted_as_closer = false;
         let mut closer_yields = 0;
         slot.sleepers.fetch_add(1, Ordering::Relaxed);
         // SeqCst, with the unlocker's read of `gate`, which precedes its
@@ -345,8 +347,7 @@ impl<R: Recorder> RawTicket<R> {
             // Under loom no clock bounds a wait: the models show that the
             // wakes alone admit every thread.
             if !cfg!(loom) && waited >= bound {
-                let before = self.gate.fetch_add(GATE_CLOSER, Ordering::Relaxed);
-                debug_assert!(before & GATE_CLOSERS_MASK != GATE_CLOSERS_MASK, "32767 closers at once");
+                counted_as_closer = self.count_closer();
                 closer = true;
                 continue;
             }
@@ -354,9 +355,27 @@ impl<R: Recorder> RawTicket<R> {
                 + std::time::Duration::from_nanos(clock::cycles_to_ns(bound.saturating_sub(waited)));
             futex_wait_bits(&slot.seq, seq, Some(deadline), GATE_BITS);
         }
-        let leaving = GATE_WAITER + if closer { GATE_CLOSER } else { 0 };
+        let leaving = GATE_WAITER + if counted_as_closer { GATE_CLOSER } else { 0 };
         self.gate.fetch_sub(leaving, Ordering::SeqCst);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts this thread among the gate's closers, unless 32767 are
+    /// counted already: one more would carry into the line-full mark. The
+    /// gate is just as closed either way, so such a thread closes it
+    /// uncounted. Returns whether it was counted, which is what it takes
+    /// back when it leaves.
+    fn count_closer(&self) -> bool {
+        let mut gate = self.gate.load(Ordering::Relaxed);
+        loop {
+            if gate & GATE_CLOSERS_MASK == GATE_CLOSERS_MASK {
+                return false;
+            }
+            match self.gate.compare_exchange_weak(gate, gate + GATE_CLOSER, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => gate = now,
+            }
+        }
     }
 
     /// Sleeps until the ticket served has reached `target`.
@@ -714,6 +733,41 @@ mod tests {
         newcomer.join().unwrap();
         assert!(woken.elapsed() < Duration::from_secs(5), "the last unlock did not wake the gate");
         assert_eq!(lock.gate.load(Ordering::Relaxed), 0, "nobody left at the gate");
+    }
+
+    /// A closer that finds the closer count full closes the gate uncounted:
+    /// counting it would carry into the line-full mark, and it takes back
+    /// only what it added when it leaves.
+    #[test]
+    fn a_full_closer_count_does_not_carry_into_the_mark() {
+        let lock = Arc::new(RawTicket::<NoStats>::new());
+        // A full line of tickets held by nobody, and as many closers as
+        // the count holds.
+        let full = spin_window() + 1;
+        lock.next_ticket.store(full, Ordering::Relaxed);
+        lock.gate.store(GATE_CLOSERS_MASK, Ordering::Relaxed);
+        // Bound 0: it closes the gate at once, then waits for the line.
+        let closer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.wait_at_gate_within(0))
+        };
+        let start = Instant::now();
+        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
+            assert!(start.elapsed() < Duration::from_secs(5), "the closer never reached the gate");
+            std::thread::yield_now();
+        }
+        // Long enough for it to have closed the gate and begun to wait.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            lock.gate.load(Ordering::Relaxed) & !GATE_WAITERS_MASK,
+            GATE_CLOSERS_MASK,
+            "the closer count carried into the line-full mark"
+        );
+        for _ in 0..full {
+            unsafe { lock.unlock() };
+        }
+        closer.join().unwrap();
+        assert_eq!(lock.gate.load(Ordering::Relaxed), GATE_CLOSERS_MASK, "it took back only its own count");
     }
 
     /// A lock held long (across I/O, say): the threads kept at the gate
