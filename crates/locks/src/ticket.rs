@@ -629,6 +629,15 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    /// Returns once a thread counts itself at `lock`'s gate.
+    fn until_a_thread_is_at_the_gate(lock: &RawTicket<NoStats>) {
+        let start = Instant::now();
+        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
+            assert!(start.elapsed() < Duration::from_secs(5), "no thread reached the gate");
+            std::thread::yield_now();
+        }
+    }
+
     /// A child of `fork` has none of the parent's threads asleep at the
     /// gate, and its waiting array says so.
     #[test]
@@ -648,9 +657,7 @@ mod tests {
             })
         };
         let slot = slot_for(&*lock as *const _ as usize, GATE_KEY);
-        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until_a_thread_is_at_the_gate(&lock);
         assert_ne!(slot.sleepers.load(Ordering::Relaxed), 0, "the waiter counts itself on the slot");
         let forgotten = crate::sync::in_forked_child(|| slot.sleepers.load(Ordering::Relaxed) == 0);
         // Serve the tickets nobody held: the waiter is admitted within its
@@ -721,11 +728,7 @@ mod tests {
             let lock = lock.clone();
             std::thread::spawn(move || lock.wait_at_gate_within(60_000_000_000))
         };
-        let start = Instant::now();
-        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
-            assert!(start.elapsed() < Duration::from_secs(5), "the newcomer never reached the gate");
-            std::thread::yield_now();
-        }
+        until_a_thread_is_at_the_gate(&lock);
         for _ in 0..full {
             unsafe { lock.unlock() };
         }
@@ -751,11 +754,7 @@ mod tests {
             let lock = lock.clone();
             std::thread::spawn(move || lock.wait_at_gate_within(0))
         };
-        let start = Instant::now();
-        while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
-            assert!(start.elapsed() < Duration::from_secs(5), "the closer never reached the gate");
-            std::thread::yield_now();
-        }
+        until_a_thread_is_at_the_gate(&lock);
         // Long enough for it to have closed the gate and begun to wait.
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
