@@ -1005,9 +1005,19 @@ impl<R: Recorder> RawAdaptive<R> {
                     .handoff
                     .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok();
-            if claimed {
+            if claimed && !is_left_by_fork(request) {
                 self.hand_over(request);
                 return;
+            }
+            if claimed {
+                // The requester was a parent thread, asking when the
+                // process forked: handing it the lock would leave the lock
+                // held by nobody. Withdraw for it, clearing HANDOFF before
+                // the slot as `withdraw_handoff` does.
+                self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
+                self.handoff.store(0, Ordering::Release);
+                self.wake_next_in_line();
+                return self.unlock_contended(before & !HANDOFF);
             }
             check_protocol(false, "a reserved word without its request");
             // Never seen; should it happen, unreserve the word rather than
@@ -1027,8 +1037,14 @@ impl<R: Recorder> RawAdaptive<R> {
         // last read of the word, and we read the slot after the release:
         // either we see it gone, or it sees the lock free and takes it.
         store_load_barrier();
-        if self.spinner.load(Ordering::SeqCst) != 0 {
+        let spinner = self.spinner.load(Ordering::SeqCst);
+        if spinner != 0 && !is_left_by_fork(spinner) {
             return;
+        }
+        if spinner != 0 {
+            // A parent thread was spinning when the process forked: it
+            // will never take the lock, nor pass the wake on. Free its slot.
+            let _ = self.spinner.compare_exchange(spinner, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
         // Nobody spins: wake one sleeper, who re-marks the word when it
         // takes the lock (others may sleep behind it). If the lock was
@@ -1048,6 +1064,14 @@ impl<R: Recorder> RawAdaptive<R> {
         self.handoff.store(requester | GRANTED, Ordering::Release);
         futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
     }
+}
+
+/// Whether `tid` (a spinner's, or a handoff request's with its flags) is
+/// a thread left behind by `fork`: in a child, the lock's memory may still
+/// name a parent thread, which does not exist here. Asked only in a child,
+/// so the parent's slow paths pay nothing.
+fn is_left_by_fork(tid: u32) -> bool {
+    crate::sync::forked() && !crate::sync::is_thread_of_this_process(tid & OWNER_MASK)
 }
 
 /// An invariant of the lock-word protocol, checked in debug builds and in
@@ -1495,6 +1519,53 @@ mod tests {
         assert!(free, "the child's release did not leave the word free");
         unsafe { lock.unlock() };
         assert!(!lock.is_locked());
+    }
+
+    /// A child of `fork` whose lock still names a parent thread as its
+    /// spinner: that thread will never take the lock, so the child's unlock
+    /// frees the slot and wakes a sleeper itself.
+    #[test]
+    fn a_child_of_fork_does_not_leave_the_wake_to_a_parent_spinner() {
+        let woke = unlock_in_a_child_of_fork(
+            |lock, parent_thread| {
+                lock.word.fetch_or(WAITERS, Ordering::Relaxed);
+                lock.spinner.store(parent_thread, Ordering::Relaxed);
+            },
+            |lock| lock.spinner.load(Ordering::Relaxed) == 0 && lock.word.load(Ordering::Relaxed) == 0,
+        );
+        assert!(woke, "the child's unlock left the wake to a spinner that does not exist there");
+    }
+
+    /// A child of `fork` whose lock is reserved for a parent thread's
+    /// handoff request: handing the lock to that thread would leave it held
+    /// by nobody, so the child's unlock withdraws the request and frees it.
+    #[test]
+    fn a_child_of_fork_does_not_hand_the_lock_to_a_parent_thread() {
+        let freed = unlock_in_a_child_of_fork(
+            |lock, parent_thread| {
+                lock.handoff.store(parent_thread, Ordering::Relaxed);
+                lock.word.fetch_or(HANDOFF | WAITERS, Ordering::Relaxed);
+            },
+            |lock| !lock.is_locked() && lock.handoff.load(Ordering::Relaxed) == 0 && lock.try_lock(),
+        );
+        assert!(freed, "the child's unlock handed the lock to a thread that does not exist there");
+    }
+
+    /// In a child of `fork`: takes a lock, lets `leave` mark it as a
+    /// parent thread (whose id it is given) would have left it, unlocks,
+    /// and returns what `then` finds.
+    fn unlock_in_a_child_of_fork(
+        leave: impl FnOnce(&RawAdaptive, u32),
+        then: impl FnOnce(&RawAdaptive) -> bool,
+    ) -> bool {
+        let lock = RawAdaptive::<NoStats>::new();
+        let parent_thread = current_tid();
+        crate::sync::in_forked_child(|| {
+            lock.lock();
+            leave(&lock, parent_thread);
+            unsafe { lock.unlock() };
+            then(&lock)
+        })
     }
 
     /// Starts a thread that takes `lock` and, holding it, reports `tag`.

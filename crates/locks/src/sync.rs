@@ -125,6 +125,22 @@ fn forget_tid_after_fork() {
     });
 }
 
+/// Whether kernel thread `tid` belongs to this process. In a child of
+/// `fork` a lock may still name a parent thread, which does not exist
+/// here. One system call: for the child's rare slow paths only.
+#[cfg(not(loom))]
+pub fn is_thread_of_this_process(tid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the thread exists in the group;
+    // nothing is delivered.
+    let found = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(loom)]
+pub fn is_thread_of_this_process(_tid: u32) -> bool {
+    true
+}
+
 /// For tests: runs `check` in a child of `fork` and returns its answer.
 /// The child only runs `check` (which must touch nothing but memory: the
 /// other threads of a test process are gone there) and exits.
