@@ -129,6 +129,13 @@ pub struct WaitSummary {
     pub p99: f64,
     /// Longest timed wait, ns.
     pub max: f64,
+    /// Share of the timed waits longer than 1 ms. A p99 can hide a
+    /// bimodal tail: a lock whose waiters mostly spin briefly and now and
+    /// then sleep for milliseconds reads microseconds or milliseconds
+    /// depending on which side of 1% the sleepers fall; this tells how
+    /// many waits were long at all.
+    #[serde(default)]
+    pub over_1ms_share: f64,
     /// Seed 000's table: `hist_log2_cycles[b]` waits took 2^b..2^(b+1) cycles.
     pub hist_log2_cycles: Vec<u64>,
 }
@@ -809,11 +816,13 @@ fn wait_summary(samples: &mut [u64]) -> WaitSummary {
         let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
         ns(sorted[index])
     };
+    let long = sorted.len() - sorted.partition_point(|&w| ns(w) <= 1e6);
     WaitSummary {
         samples: sorted.len() as u64,
         p50: at(0.50),
         p99: at(0.99),
         max: sorted.last().map_or(0.0, |&m| ns(m)),
+        over_1ms_share: if sorted.is_empty() { 0.0 } else { long as f64 / sorted.len() as f64 },
         hist_log2_cycles: histogram.counts[..last].to_vec(),
     }
 }
@@ -854,6 +863,22 @@ mod tests {
         assert!(close(least.rate, 1.0), "{least:?}");
         assert!(close(least.awake * least.cpu_share * least.rate, least.ops));
         assert!(least_served(&ops, &[share(1, 0), None, share(1, 0)]).is_none());
+    }
+
+    /// A bimodal tail: 98 short waits and 2 of several ms. The p99 lands
+    /// on the long side, and the share over 1 ms says how many were long.
+    #[test]
+    fn the_share_of_waits_over_1_ms_counts_the_long_ones() {
+        let cycles = |ns: f64| (ns * clock::cycles_per_ns()).round() as u64;
+        let mut waits: Vec<u64> = (0..98).map(|i| cycles(200.0 + i as f64)).collect();
+        waits.extend([cycles(4e6), cycles(9e6)]);
+        let summary = wait_summary(&mut waits);
+        assert_eq!(summary.samples, 100);
+        assert!((summary.over_1ms_share - 0.02).abs() < 1e-12, "{summary:?}");
+        assert!(summary.p99 > 1e6, "{summary:?}");
+        let mut short: Vec<u64> = (0..10).map(|_| cycles(999_000.0)).collect();
+        assert_eq!(wait_summary(&mut short).over_1ms_share, 0.0);
+        assert_eq!(wait_summary(&mut []).over_1ms_share, 0.0);
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub fn table(report: &Report) -> String {
             }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
             grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
+            let heading = format!("{title}: waits over 1 ms, % of the timed acquisitions");
+            grid(&mut out, &heading, &points, 9, |p| format!("{:.2}", 100.0 * p.wait_ns.over_1ms_share));
         }
     }
     out
@@ -132,7 +134,7 @@ pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_s
 ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
 per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share,\
 per_thread_ops_per_cpu_ms_min,per_thread_ops_per_cpu_ms_max,\
-least_served_ops,least_served_awake,least_served_cpu_share,least_served_rate";
+least_served_ops,least_served_awake,least_served_cpu_share,least_served_rate,wait_over_1ms_share";
 
 /// One CSV row per point; empty fields where a value does not apply.
 pub fn csv(report: &Report) -> String {
@@ -144,7 +146,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{:.5}",
             p.workload,
             p.lock,
             p.threads,
@@ -170,7 +172,8 @@ pub fn csv(report: &Report) -> String {
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.ops))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.awake))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.cpu_share))),
-            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.rate)))
+            opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.rate))),
+            p.wait_ns.over_1ms_share
         );
     }
     out

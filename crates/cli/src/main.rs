@@ -70,7 +70,8 @@ enum Command {
     /// Per point: ops/s, the physical limit and efficiency (duty), ops per
     /// CPU-second (spinning costs CPU), how our locks acquired (spun / slept),
     /// wait-time percentiles from 1 in 8 acquisitions with seed 000's
-    /// log2-cycle histogram, and fairness: per-thread operations, the
+    /// log2-cycle histogram and the share of waits over 1 ms (a p99 can sit
+    /// on the edge of a bimodal tail), and fairness: per-thread operations, the
     /// largest share of the run any thread spent blocked (a wide spread
     /// with no thread blocked is the scheduler's, not the lock's),
     /// operations per ms on a CPU, most / fewest of any thread (low for a

@@ -37,6 +37,9 @@ fn check_points(report: &Value, workload: &str, locks: usize, threads: &[u64]) {
         let wait = &p["wait_ns"];
         let (p50, p99, max) = (wait["p50"].as_f64().unwrap(), wait["p99"].as_f64().unwrap(), wait["max"].as_f64().unwrap());
         assert!(p50 <= p99 && p99 <= max, "{lock}: p50 {p50} <= p99 {p99} <= max {max}");
+        let long = wait["over_1ms_share"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&long), "{lock}: a share of waits over 1 ms, {long}");
+        assert!(long == 0.0 || max > 1e6, "{lock}: waits over 1 ms ({long}) but the longest was {max} ns");
         let histogram: u64 = wait["hist_log2_cycles"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();
         assert_eq!(histogram, wait["samples"].as_u64().unwrap(), "{lock}: the histogram sums to its samples");
         assert!(histogram > 0, "{lock}: some acquisitions were timed");
@@ -132,7 +135,7 @@ fn csv_table_and_plots() {
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    assert!(header.contains(&"ops_per_sec") && header.contains(&"wait_p99_ns"));
+    assert!(header.contains(&"ops_per_sec") && header.contains(&"wait_p99_ns") && header.contains(&"wait_over_1ms_share"));
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 4, "2 locks x 2 thread counts");
     assert!(rows.iter().all(|r| r.split(',').count() == header.len()));
@@ -149,6 +152,7 @@ fn csv_table_and_plots() {
     let row = fairness.lines().find(|l| l.starts_with("adaptive")).expect(&table);
     assert_eq!(row.split_whitespace().filter(|c| c.ends_with('x') || *c == "inf").count(), 2, "{table}");
     assert!(table.contains("wait p99 in us"), "{table}");
+    assert!(table.contains("waits over 1 ms, % of the timed acquisitions"), "{table}");
     if std::path::Path::new("/proc/thread-self/schedstat").exists() {
         assert!(table.contains("largest share of the run any thread spent blocked"), "{table}");
         assert!(table.contains("fairness per CPU time, most / fewest operations per ms on a CPU"), "{table}");
