@@ -176,3 +176,22 @@ pub fn current_tid() -> u32 {
         t.get()
     })
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The calling thread is one of this process's threads; a thread that
+    /// has exited is not, once the kernel has reaped it (a joined thread's
+    /// task may outlive the join by a moment).
+    #[test]
+    fn a_thread_of_this_process_is_told_from_one_that_exited() {
+        assert!(is_thread_of_this_process(current_tid()));
+        let gone = std::thread::spawn(current_tid).join().unwrap();
+        let start = std::time::Instant::now();
+        while is_thread_of_this_process(gone) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(2), "thread {gone} exited but still counts");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
