@@ -1005,11 +1005,11 @@ impl<R: Recorder> RawAdaptive<R> {
                     .handoff
                     .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok();
-            if claimed && !is_left_by_fork(request) {
-                self.hand_over(request);
-                return;
-            }
             if claimed {
+                if !is_left_by_fork(request) {
+                    self.hand_over(request);
+                    return;
+                }
                 // The requester was a parent thread, asking when the
                 // process forked: handing it the lock would leave the lock
                 // held by nobody. Withdraw for it, clearing HANDOFF before
@@ -1037,14 +1037,14 @@ impl<R: Recorder> RawAdaptive<R> {
         // last read of the word, and we read the slot after the release:
         // either we see it gone, or it sees the lock free and takes it.
         store_load_barrier();
-        let spinner = self.spinner.load(Ordering::SeqCst);
-        if spinner != 0 && !is_left_by_fork(spinner) {
-            return;
-        }
-        if spinner != 0 {
+        match self.spinner.load(Ordering::SeqCst) {
+            0 => {}
             // A parent thread was spinning when the process forked: it
             // will never take the lock, nor pass the wake on. Free its slot.
-            let _ = self.spinner.compare_exchange(spinner, 0, Ordering::Relaxed, Ordering::Relaxed);
+            parent if is_left_by_fork(parent) => {
+                let _ = self.spinner.compare_exchange(parent, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
+            _ => return,
         }
         // Nobody spins: wake one sleeper, who re-marks the word when it
         // takes the lock (others may sleep behind it). If the lock was
