@@ -1,7 +1,7 @@
 //! Parsers for command-line values, and atomic file output.
 
 use lockmeter_bench::{LockKind, Variant};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Parses "300ms", "2s", "1.5s", "500us" or plain seconds ("2").
@@ -106,8 +106,7 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
 /// reader never sees half a file.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let temp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+    let temp = temp_path(path)?;
     std::fs::write(&temp, bytes).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
         format!("writing {}: {e}", path.display())
@@ -116,6 +115,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         let _ = std::fs::remove_file(&temp);
         format!("writing {}: {e}", path.display())
     })
+}
+
+/// Where [`write_atomically`] writes before renaming.
+fn temp_path(path: &Path) -> Result<PathBuf, String> {
+    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    Ok(path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id())))
+}
+
+/// Fails now if [`write_atomically`] could not write `path` later: a
+/// command that runs a program first must not lose its results to a
+/// missing directory once the program has run.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let temp = temp_path(path)?;
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&temp);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot write {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e))),
+    }
 }
 
 #[cfg(test)]

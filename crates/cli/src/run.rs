@@ -1,11 +1,11 @@
 //! `lockmeter run -- CMD` and `lockmeter report FILE`: profile an
 //! unmodified program through the preloaded library, and render profiles.
 
-use crate::args::write_atomically;
+use crate::args::{check_writable, write_atomically};
 use lockmeter_stats::profile::{self, Profile, SortKey, TableOptions};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -320,6 +320,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         return Err(Failure::usage("no command given: lockmeter run [OPTIONS] -- CMD [ARGS...]"));
     };
     let path = find_program(program)?;
+    if let Some(output) = &options.output {
+        check_writable(output).map_err(Failure::usage)?;
+    }
     let library = library()?;
     if statically_linked(&path) {
         eprintln!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
@@ -355,6 +358,16 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // Like time(1): ^C and ^\ go to the program; lockmeter stays to report.
     // SAFETY: setting dispositions of this process to "ignore".
     let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    // An ignored signal stays ignored across exec: give CMD the
+    // dispositions lockmeter was started with, or ^C would not stop it.
+    // SAFETY: signal(2) is async-signal-safe, as a pre-exec hook requires.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGINT, previous.0);
+            libc::signal(libc::SIGQUIT, previous.1);
+            Ok(())
+        });
+    }
     let child = command.spawn();
     let mut child = match child {
         Ok(child) => child,
@@ -404,10 +417,18 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             program.to_string_lossy()
         );
     }
-    for (i, profile) in profiles.iter().enumerate() {
+    // The program has run: a report that cannot be written is an error,
+    // but the other processes' reports and the program's status still
+    // come out.
+    let mut unwritten = false;
+    for profile in &profiles {
         match profile {
-            Ok(profile) => emit(profile, options, profile.pid == root)?,
-            Err(e) if i == 0 => eprintln!("lockmeter: warning: {e}"),
+            Ok(profile) => {
+                if let Err(failure) = emit(profile, options, profile.pid == root) {
+                    eprintln!("lockmeter: error: {}", failure.message);
+                    unwritten = true;
+                }
+            }
             Err(e) => eprintln!("lockmeter: warning: {e}"),
         }
     }
@@ -417,7 +438,11 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         eprintln!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
         return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
     }
-    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+    match status.code() {
+        // Exit 1 rather than report success without the report.
+        Some(0) if unwritten => Ok(ExitCode::from(1)),
+        code => Ok(ExitCode::from(code.unwrap_or(1) as u8)),
+    }
 }
 
 /// Loads a private on-CPU table and arranges for `command` to inherit a

@@ -174,6 +174,54 @@ fn exit_status_and_death_by_signal_pass_through() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("written at _exit"));
 }
 
+/// ^C reaches the program under `lockmeter run` (lockmeter itself ignores
+/// it while the program runs, and an ignored signal stays ignored across
+/// exec unless it is restored for the program).
+#[test]
+fn an_interrupt_stops_the_program_and_lockmeter_reports() {
+    use std::os::unix::process::CommandExt;
+    let mut command = lockmeter();
+    command.arg("run").arg("--").arg(subjects()).arg("interrupt");
+    // As from a terminal, whatever the test runner inherited.
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + 2), "SIGINT as a shell reports it: {stderr}");
+    assert!(stderr.contains("written at signal SIGINT") && stderr.contains("status_lock"), "{stderr}");
+}
+
+/// `-o` is checked before the program runs, so a run is never lost to a
+/// missing directory; a flame graph of a run without waits is still a
+/// picture, and the program's status comes through.
+#[test]
+fn the_output_file_is_checked_before_the_run() {
+    let dir = scratch("output");
+    let marker = dir.join("ran");
+    let output = lockmeter()
+        .arg("run")
+        .arg("-o")
+        .arg(dir.join("missing/profile.json"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    one_line_error(&output, 2, "cannot write");
+    assert!(!marker.exists(), "the program did not run");
+
+    let svg = dir.join("waits.svg");
+    let output =
+        lockmeter().args(["run", "--format", "flamegraph", "-o"]).arg(&svg).arg("--").arg(subjects()).args(["status", "5"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg") && picture.contains("no lock was waited for"), "{picture}");
+}
+
 fn one_line_error(output: &Output, code: i32, needle: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(code), "{stderr}");

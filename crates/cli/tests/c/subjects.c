@@ -172,7 +172,8 @@ static int sem(void) {
 }
 
 /* status N: exit with status N after one lock; abort: die by SIGABRT
- * holding a lock; quick_exit: leave through _exit (no exit handlers). */
+ * holding a lock; quick_exit: leave through _exit (no exit handlers);
+ * interrupt: ^C to itself, exit 3 only if it survives. */
 pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int main(int argc, char **argv) {
@@ -190,6 +191,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "status")) return atoi(argv[2]);
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|status N|abort|quick_exit\n");
+    if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

@@ -122,10 +122,22 @@ pub fn to_flamegraph(profile: &Profile) -> Result<Vec<u8>, String> {
     options.title = format!("lock wait time: {} (pid {})", profile.program, profile.pid);
     options.count_name = "ns waited".to_string();
     if folded.is_empty() {
-        return Err("no lock was waited for: nothing to draw".to_string());
+        // Still a picture, so that a script's `-o wait.svg` gets one.
+        return Ok(format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"60\">\
+             <text x=\"10\" y=\"25\" font-family=\"monospace\" font-size=\"14\">{}</text>\
+             <text x=\"10\" y=\"45\" font-family=\"monospace\" font-size=\"14\">no lock was waited for</text></svg>\n",
+            xml_text(&options.title)
+        )
+        .into_bytes());
     }
     inferno::flamegraph::from_lines(&mut options, folded.lines(), &mut svg).map_err(|e| format!("flame graph: {e}"))?;
     Ok(svg)
+}
+
+/// `text` with XML's special characters escaped.
+fn xml_text(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// The protobuf wire format, just the parts pprof's profile.proto needs.
