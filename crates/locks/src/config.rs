@@ -76,13 +76,20 @@ fn read_handoff_bound() -> Duration {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_micros)
         .unwrap_or(DEFAULT_HANDOFF_BOUND);
-    let _ = HANDOFF_NS.compare_exchange(u64::MAX, bound.as_nanos() as u64, Ordering::Relaxed, Ordering::Relaxed);
-    bound
+    let _ = HANDOFF_NS.compare_exchange(u64::MAX, stored_ns(bound), Ordering::Relaxed, Ordering::Relaxed);
+    Duration::from_nanos(stored_ns(bound))
 }
 
 /// Sets the `adaptive` starvation bound for every lock in the process.
 pub fn set_handoff_bound(bound: Duration) {
-    HANDOFF_NS.store((bound.as_nanos() as u64).min(u64::MAX - 1), Ordering::Relaxed);
+    HANDOFF_NS.store(stored_ns(bound), Ordering::Relaxed);
+}
+
+/// `bound` in ns as stored: saturated below `u64::MAX` (which means "not
+/// read yet"), so a bound of centuries, meaning "never hand over", stays
+/// one instead of wrapping to an arbitrary short one.
+fn stored_ns(bound: Duration) -> u64 {
+    u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX).min(u64::MAX - 1)
 }
 
 /// Whether an `adaptive` spinner stops when the lock changes owner.

@@ -17,4 +17,8 @@ fn environment_switches_spinning_off_and_sets_the_handoff_bound() {
     assert!(config::spinning_enabled());
     config::set_handoff_bound(Duration::from_millis(3));
     assert_eq!(config::handoff_bound(), Duration::from_millis(3));
+    // A bound past u64 nanoseconds (about 584 years) saturates; it must
+    // not wrap to a short one.
+    config::set_handoff_bound(Duration::from_micros(18_446_744_073_709_552));
+    assert!(config::handoff_bound() > Duration::from_secs(500 * 365 * 24 * 3600), "{:?}", config::handoff_bound());
 }
