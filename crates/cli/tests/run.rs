@@ -84,6 +84,22 @@ fn a_global_lock_held_while_another_thread_waits() {
     within(lock.util_pct as u64 * profile.duration_ns / 100, 200, 350, "UTIL x duration");
 }
 
+/// Hold time is estimated from a sample of the holds: each hold counts
+/// once, a recursive re-lock is no hold of its own, and one thread's long
+/// holds (all timed) are not scaled by the sampling of another thread's
+/// short ones.
+#[test]
+fn hold_time_counts_each_hold_once_however_it_was_sampled() {
+    let (_, profile) = profile(&["holds"]);
+    let nested = &lock(&profile, "nested_lock").counters;
+    assert_eq!(nested.acquisitions, 40);
+    within(nested.hold_ns.total, 95, 150, "HOLD total of a recursive lock");
+    within(nested.hold_ns.mean as u64, 4, 8, "HOLD mean of a recursive lock");
+    let mixed = &lock(&profile, "mixed_lock").counters;
+    assert_eq!(mixed.acquisitions, 400_010);
+    within(mixed.hold_ns.total, 95, 200, "HOLD total of 10 long holds beside 400,000 short ones");
+}
+
 #[test]
 fn refused_trylocks_are_counted_exactly() {
     let (_, profile) = profile(&["trylock"]);

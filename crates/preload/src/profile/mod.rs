@@ -156,6 +156,8 @@ pub struct Release<'a> {
     at_start: table::Waiters,
     at_end: table::Waiters,
     shared: bool,
+    /// Timed only for its turn in the sample.
+    sampled: bool,
 }
 
 /// How an acquisition went.
@@ -300,6 +302,7 @@ impl Profiler {
         let side = &mine.sides[EXCLUSIVE];
         if mine.holding.load(Relaxed) != 0 && kind == Kind::Mutex && nested_recursive_hold(address) {
             count_wait(side, None, Acquired::NoWait);
+            side.nested.add(1, false);
             return;
         }
         count_wait(side, Some(&mine.hist), how);
@@ -309,11 +312,15 @@ impl Profiler {
         }
         mine.holder_site.store(site, Relaxed);
         mine.holding.store(1, Relaxed);
-        let timed = now.is_some() || mine.long_holds.load(Relaxed) != 0 || side.acquisitions.get() % HOLD_SAMPLE == 1;
-        if !timed {
+        // Holds after a wait or a long hold are timed whatever their turn;
+        // the others 1 in HOLD_SAMPLE, a uniform sample.
+        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0;
+        let sampled = !always && side.acquisitions.get() % HOLD_SAMPLE == 1;
+        if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
             return;
         }
+        mine.hold_sampled.store(u32::from(sampled), Relaxed);
         let waiters = record.clock.now();
         mine.acquired_at.store(now.unwrap_or_else(cycles).max(1), Relaxed);
         mine.waiters_at_acquire.store(waiters, Relaxed);
@@ -349,7 +356,8 @@ impl Profiler {
         }
         let at_start = mine.waiters_at_acquire.load(Relaxed);
         let at_end = record.clock.now();
-        Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: false })
+        let sampled = mine.hold_sampled.load(Relaxed) != 0;
+        Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: false, sampled })
     }
 
     /// Counts a hold that [`Profiler::releasing_exclusive`] (or an rwlock
@@ -369,6 +377,10 @@ impl Profiler {
             counters.hold_total.add(hold, false);
             counters.hold_max.max(hold, false);
             counters.hold_samples.add(1, false);
+            if r.sampled {
+                counters.sampled_holds.add(1, false);
+                counters.sampled_hold_total.add(hold, false);
+            }
         }
         let long = &mine.long_holds;
         long.store(u32::from(hold >= LONG_HOLD_CYCLES), Relaxed);
@@ -376,6 +388,9 @@ impl Profiler {
             let delay = table::WaiterClock::delay(r.at_start, r.started, r.at_end, r.ended);
             for counters in std::iter::once(side).chain(site) {
                 counters.delay_total.add(delay, false);
+                if r.sampled {
+                    counters.sampled_delay_total.add(delay, false);
+                }
             }
         }
     }
@@ -402,8 +417,10 @@ impl Profiler {
         let open = mine.reads_open.load(Relaxed);
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
-            let timed = side.contended.get() != 0 || side.acquisitions.get() % HOLD_SAMPLE == 1;
-            mine.read_at.store(if timed { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
+            let always = side.contended.get() != 0;
+            let sampled = !always && side.acquisitions.get() % HOLD_SAMPLE == 1;
+            mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
+            mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
         }
     }
@@ -427,7 +444,8 @@ impl Profiler {
             return None;
         }
         let none = table::Waiters::default();
-        Some(Release { block, index, started, ended: cycles(), at_start: none, at_end: none, shared: true })
+        let sampled = mine.read_sampled.load(Relaxed) != 0;
+        Some(Release { block, index, started, ended: cycles(), at_start: none, at_end: none, shared: true, sampled })
     }
 
     /// A trylock refused (or a timed acquisition gave up after `waited`).

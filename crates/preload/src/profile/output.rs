@@ -288,6 +288,27 @@ enum Waits {
     Counted,
 }
 
+/// One thread's total of a hold quantity (`timed`: over its timed holds,
+/// `sampled`: over those timed for their turn in the 1 in `HOLD_SAMPLE`),
+/// estimated over all its holds. Holds timed whatever their turn (after a
+/// wait or a long hold) count as themselves; the holds never timed are
+/// estimated from the sample. Scaling every timed hold by the share timed,
+/// across threads, would multiply a thread's always-timed long holds by
+/// the sampling factor of another thread's short ones.
+fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
+    let holds = c.acquisitions.get().saturating_sub(c.nested.get());
+    let timed_holds = c.hold_samples.get();
+    let sampled_holds = c.sampled_holds.get();
+    let always_holds = timed_holds.saturating_sub(sampled_holds);
+    let untimed_or_sampled = holds.saturating_sub(always_holds);
+    if sampled_holds == 0 {
+        // No sample: the timed holds stand for all (as many as timed if
+        // the counts raced).
+        return timed as f64 * (holds.max(timed_holds) as f64 / timed_holds.max(1) as f64);
+    }
+    timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
+}
+
 /// Sums of the per-thread counters of one side of a lock or site.
 #[derive(Default, Clone)]
 struct Sum {
@@ -301,10 +322,13 @@ struct Sum {
     timeout: u64,
     wait_total: u64,
     wait_max: u64,
-    hold_total: u64,
+    /// Holds (acquisitions that were not nested re-locks).
+    holds: u64,
+    /// Hold and delay time over all holds, estimated thread by thread
+    /// (see `estimate`).
+    hold_total: f64,
     hold_max: u64,
-    hold_samples: u64,
-    delay_total: u64,
+    delay_total: f64,
 }
 
 impl Sum {
@@ -319,24 +343,15 @@ impl Sum {
         self.timeout += c.timeout.get();
         self.wait_total += c.wait_total.get();
         self.wait_max = self.wait_max.max(c.wait_max.get());
-        self.hold_total += c.hold_total.get();
+        self.holds += c.acquisitions.get().saturating_sub(c.nested.get());
+        self.hold_total += estimate(c, c.hold_total.get(), c.sampled_hold_total.get());
         self.hold_max = self.hold_max.max(c.hold_max.get());
-        self.hold_samples += c.hold_samples.get();
-        self.delay_total += c.delay_total.get();
-    }
-
-    /// A total over the timed holds, scaled to all holds.
-    fn scaled(&self, timed: u64) -> u64 {
-        if self.hold_samples == 0 || self.hold_samples >= self.acquisitions {
-            timed
-        } else {
-            (timed as f64 * self.acquisitions as f64 / self.hold_samples as f64) as u64
-        }
+        self.delay_total += estimate(c, c.delay_total.get(), c.sampled_delay_total.get());
     }
 
     /// Hold time over all acquisitions, from the holds that were timed.
     fn hold(&self, units: &Units) -> Durations {
-        Durations::new(units.ns(self.scaled(self.hold_total)), self.acquisitions, units.ns(self.hold_max))
+        Durations::new(units.ns(self.hold_total as u64), self.holds, units.ns(self.hold_max))
     }
 
     fn counters(&self, units: &Units, waits: Waits) -> Counters {
@@ -355,7 +370,7 @@ impl Sum {
             timeout: self.timeout,
             wait_ns: Durations::new(units.ns(self.wait_total), self.contended + self.timeout, units.ns(self.wait_max)),
             hold_ns: self.hold(units),
-            delay_ns: units.ns(self.scaled(self.delay_total)),
+            delay_ns: units.ns(self.delay_total as u64),
         }
     }
 }

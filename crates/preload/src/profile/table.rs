@@ -84,10 +84,20 @@ pub struct SideCounters {
     /// Hold time of the holds that were timed (see `hold_samples`).
     pub hold_total: Counter,
     pub hold_max: Counter,
-    /// Holds that were timed: all holds of a lock that has been
-    /// contended, 1 in `HOLD_SAMPLE` of one that never was.
+    /// Holds that were timed: those after a wait or a long hold, and 1 in
+    /// `HOLD_SAMPLE` of the others.
     pub hold_samples: Counter,
     pub delay_total: Counter,
+    /// Of `hold_samples`: the holds timed only for their turn in the 1 in
+    /// `HOLD_SAMPLE`, with their hold and delay totals. They are the
+    /// uniform sample the holds never timed are estimated from; the holds
+    /// timed whatever their turn count as themselves.
+    pub sampled_holds: Counter,
+    pub sampled_hold_total: Counter,
+    pub sampled_delay_total: Counter,
+    /// Acquisitions that re-locked a recursive mutex this thread already
+    /// held: counted, but not holds of their own.
+    pub nested: Counter,
 }
 
 /// The waiters of a lock, for the waiter-weighted delay (Go 1.22's): how
@@ -231,6 +241,9 @@ pub struct ThreadLock {
     pub acquired_at: AtomicU64,
     /// 1 if this thread's last timed hold of the lock was long.
     pub long_holds: AtomicU32,
+    /// 1 if the current exclusive hold is timed only for its turn in the
+    /// sample (see `SideCounters::sampled_holds`).
+    pub hold_sampled: AtomicU32,
     /// The waiters when the current exclusive hold started.
     pub waiters_at_acquire: AtomicWaiters,
     /// The return address whose site record is `last_site` (a cache: most
@@ -242,6 +255,8 @@ pub struct ThreadLock {
     pub reads_open: AtomicU32,
     pub read_site: AtomicU32,
     pub read_at: AtomicU64,
+    /// As `hold_sampled`, for the outermost read hold.
+    pub read_sampled: AtomicU32,
 }
 
 /// One thread's counters of one call site.
