@@ -25,26 +25,34 @@
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
 //! - sleep on a process-private futex; unlock issues a wake only when the
-//!   WAITERS bit says somebody sleeps and no waiter is spinning: a spinner
-//!   takes the lock anyway, so a wake would cost the owner a system call
-//!   to add a competitor (the kernel mutex does the same: a waiter that
-//!   spins is not woken, and the unlock's wake goes to sleepers only).
-//!   The unlock then leaves WAITERS on the free word, and the duty of
-//!   waking passes to whoever unlocks next (see `unlock_contended`).
+//!   WAITERS bit says somebody sleeps and the SPINNER bit does not say a
+//!   waiter spins: a spinner takes the lock anyway, so a wake would cost
+//!   the owner a system call to add a competitor (the kernel mutex does the
+//!   same: a waiter that spins is not woken, and the unlock's wake goes to
+//!   sleepers only). The unlock then leaves WAITERS on the free word, and
+//!   the duty of waking passes to whoever unlocks next (see
+//!   `unlock_contended`).
 //!
 //! Lock word (seed 001's TID|FUTEX_WAITERS policy):
 //!
 //! ```text
-//!  31        30        29 ........................ 0
-//! [WAITERS] [HANDOFF] [owner tid, 0 when unlocked   ]
+//!  31        30        29        28 ............... 0
+//! [WAITERS] [HANDOFF] [SPINNER] [owner tid, 0 when free]
 //! ```
-//! Uncontended lock is one compare-exchange 0 -> tid; unlock is one
-//! fetch-sub of the tid, which clears the owner and keeps the flags, so a
-//! contended unlock pays no more atomic operations than an uncontended one.
-//! A free word may still carry WAITERS (`WAITERS | 0`): lock takes it
-//! keeping the bit. A word with HANDOFF and no owner is *reserved*: its
-//! unlocker is handing it to the starving requester, and nobody else may
-//! take it (see `is_free`).
+//! Uncontended lock is one compare-exchange 0 -> tid, unlock one
+//! compare-exchange tid -> 0. A word with flags beside the owner takes the
+//! contended unlock, whose releasing compare-exchange also decides whether
+//! to wake: whether a waiter spins is a bit of the same word, so the
+//! decision and the release are one atomic step, and nothing of the lock is
+//! touched after it but the futex wake (which takes the address only). A
+//! POSIX mutex may be unlocked, taken by the next holder, destroyed and
+//! freed while its unlocker is still returning (glibc bug 13690); until
+//! this word carried SPINNER, the unlock released first and then read the
+//! spinner slot and cleared WAITERS.
+//! A free word may still carry WAITERS and SPINNER: lock takes it keeping
+//! both. A word with HANDOFF and no owner is *reserved*: its unlocker is
+//! handing it to the starving requester, and nobody else may take it (see
+//! `is_free`), so the unlocker may still touch it.
 //!
 //! Starvation is bounded by *handoff*: a waiter passed over for longer than
 //! the bound (`config::handoff_bound`, 1 ms by default) claims the `handoff`
@@ -72,13 +80,23 @@ use crate::config;
 use crate::oracle::{OwnerState, OwnerWatch};
 use crate::record::{self, AcquireKind, NoStats, Recorder};
 use crate::sync::{
-    current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, store_load_barrier, AtomicU32,
+    current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, AtomicU32,
     Ordering, WaitOutcome,
 };
 use std::time::Instant;
 
-/// Mask of the owner tid in the lock word.
-const OWNER_MASK: u32 = (1 << 30) - 1;
+/// Mask of the owner tid in the lock word (Linux thread ids stay below
+/// 2^22, `PID_MAX_LIMIT`).
+const OWNER_MASK: u32 = (1 << 29) - 1;
+/// Set, while sleepers are announced (WAITERS), by the one waiter spinning
+/// on the owner, and cleared when it stops: an unlock that finds it leaves
+/// the lock to that waiter instead of waking a sleeper. Without sleepers
+/// the unlock has nothing to decide, and the bit stays off so that the
+/// owner's compare-exchanges (0 -> tid, tid -> 0) keep succeeding while a
+/// waiter spins (set whenever a waiter spun, it cost `sem` at 2-256
+/// threads 10-40%: every lock and unlock of a looping owner failed its
+/// first compare-exchange).
+const SPINNER: u32 = 1 << 29;
 /// Set while the next unlock must hand the lock to the `handoff` requester.
 /// Invariant: HANDOFF set on a held word implies `handoff` holds an
 /// unclaimed request; on a word without owner (reserved), the unlocker that
@@ -271,7 +289,9 @@ impl Tuning {
 #[repr(C)]
 pub struct RawAdaptive<R: Recorder = NoStats> {
     word: AtomicU32,
-    /// tid of the one waiter allowed to spin on `word`, or 0.
+    /// tid of the one waiter allowed to spin on `word`, or 0. While
+    /// sleepers are announced it also sets SPINNER in the word, which is
+    /// what the unlock reads.
     spinner: AtomicU32,
     /// A starving waiter's request: its tid, plus CLAIMED / GRANTED.
     handoff: AtomicU32,
@@ -363,16 +383,15 @@ impl<R: Recorder> RawAdaptive<R> {
         self.lock_contended(tid, Some(deadline))
     }
 
-    /// Takes the lock if it is free: 0 -> tid, or, on a free word that
-    /// still announces sleepers (an unlock left the lock to a spinner
-    /// instead of waking one), WAITERS -> tid | WAITERS.
+    /// Takes the lock if it is free: 0 -> tid, or, on a free word with
+    /// flags (sleepers announced, a waiter spinning), the flags kept.
     #[inline(always)]
     fn try_acquire(&self, tid: u32) -> bool {
         match self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => true,
             Err(word) => {
-                word == WAITERS
-                    && self.word.compare_exchange(WAITERS, tid | WAITERS, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                is_free(word)
+                    && self.word.compare_exchange(word, tid | word, Ordering::Acquire, Ordering::Relaxed).is_ok()
             }
         }
     }
@@ -406,21 +425,31 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    /// Clears `owner` from the word, keeping the flags.
+    /// Releases the lock `owner` holds.
     #[inline(always)]
     fn release(&self, owner: u32) {
         self.recorder.releasing();
-        // One atomic operation, contended or not: subtracting the owner's
-        // tid leaves exactly the flags. A compare-exchange expecting the
-        // bare tid fails while sleepers are announced (WAITERS stays on a
-        // contended word, see `unlock_contended`), and reading the word
-        // first to avoid that costs the uncontended pair ~10% (`sem` at one
-        // thread, 39.9 against 44.3 Mops/s). SeqCst: the contended path then
-        // reads the spinner slot (see `unlock_contended`).
-        let word = self.word.fetch_sub(owner, Ordering::SeqCst);
-        if word != owner {
-            self.unlock_contended(word);
+        // A compare-exchange, not a read first: reading the word before
+        // the atomic operation cost the uncontended pair ~10% (`sem` at one
+        // thread, 39.9 against 44.3 Mops/s). It fails on a word with flags,
+        // and returns it to the contended path.
+        match self.word.compare_exchange(owner, 0, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => self.released(),
+            Err(word) => self.unlock_contended(owner, word),
         }
+    }
+
+    /// Marks the point after which a releasing thread must not touch the
+    /// lock: another thread may have taken, destroyed and freed it. Tests
+    /// hook in here to reuse the memory as a new owner would.
+    #[inline(always)]
+    fn released(&self) {
+        #[cfg(all(test, not(loom)))]
+        tests::AFTER_RELEASE.with(|hook| {
+            if let Some(reuse) = hook.get() {
+                reuse(std::ptr::from_ref(self).cast());
+            }
+        });
     }
 
     /// Whether some thread holds the lock (or it is being handed over).
@@ -457,8 +486,7 @@ impl<R: Recorder> RawAdaptive<R> {
         // When a spin that one owner outlasted began (see `learn_from_outlasted_spin`).
         let mut outlasted_spin_began = None;
         loop {
-            // SeqCst: after leaving the spinner slot, see below.
-            let word = self.word.load(Ordering::SeqCst);
+            let word = self.word.load(Ordering::Relaxed);
 
             // The lock is being handed to a starving waiter: its unlocker
             // is between two atomic operations, done in a moment.
@@ -472,10 +500,11 @@ impl<R: Recorder> RawAdaptive<R> {
                 continue;
             }
 
-            // The lock is free: take it. A thread that has slept keeps
-            // WAITERS set, since others may still sleep behind it.
+            // The lock is free: take it, keeping the flags (a spinner may
+            // be spinning). A thread that has slept sets WAITERS, since
+            // others may still sleep behind it.
             if is_free(word) {
-                let keep = (word & WAITERS) | if slept { WAITERS } else { 0 };
+                let keep = (word & (WAITERS | SPINNER)) | if slept { WAITERS } else { 0 };
                 if self
                     .word
                     .compare_exchange(word, tid | keep, Ordering::Acquire, Ordering::Relaxed)
@@ -488,28 +517,35 @@ impl<R: Recorder> RawAdaptive<R> {
 
             // Spin on the owner, if nobody else is spinning already; once
             // per wake-up at most.
-            if may_spin
-                && self.spinner.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
+            if may_spin && self.become_the_spinner(tid) {
+                if word & WAITERS != 0 {
+                    // Sleepers are announced: tell the unlock a spinner
+                    // will take the lock (see `SPINNER`).
+                    self.word.fetch_or(SPINNER, Ordering::Relaxed);
+                }
                 may_spin = false;
                 spun = true;
                 let keep = if slept { WAITERS } else { 0 };
                 let spin_began = clock::cycles();
                 let end = self.spin_on_owner(word & OWNER_MASK, tid | keep, deadline);
                 if end == SpinEnd::Acquired {
-                    self.spinner.store(0, Ordering::Release);
+                    // (Taking the word cleared SPINNER.)
+                    self.spinner.store(0, Ordering::Relaxed);
                     return self.acquired_after_wait(slept, wait_start, outlasted_spin_began);
                 }
                 if end == (SpinEnd::BudgetSpent { held_throughout: true }) {
                     outlasted_spin_began = Some(spin_began);
                 }
-                // Leave the slot, then read the word again (the loop's
+                // Stop spinning, then read the word again (the loop's
                 // first read): an unlock that saw us spinning left its
-                // wake undone, trusting us to take the lock. The unlock
-                // releases and then reads the slot; we clear the slot and
-                // then read the word: one of the two sees the other.
-                self.spinner.store(0, Ordering::SeqCst);
-                store_load_barrier();
+                // wake undone, trusting us to take the lock. Clearing the
+                // bit and the unlock's release are atomic operations on
+                // the same word: either the unlock sees the bit gone and
+                // wakes, or we see the lock free and take it.
+                self.spinner.store(0, Ordering::Relaxed);
+                if self.word.load(Ordering::Relaxed) & SPINNER != 0 {
+                    self.word.fetch_and(!SPINNER, Ordering::Relaxed);
+                }
                 continue;
             }
 
@@ -719,6 +755,10 @@ impl<R: Recorder> RawAdaptive<R> {
                 return (SpinEnd::BudgetSpent { held_throughout }, budget.elapsed());
             }
             if word & WAITERS != 0 {
+                if word & SPINNER == 0 {
+                    // Sleepers came while we spun.
+                    self.word.fetch_or(SPINNER, Ordering::Relaxed);
+                }
                 self.wake_an_overdue_sleeper();
             }
             // Back off between reads (seed 003): each read pulls the lock's
@@ -742,7 +782,7 @@ impl<R: Recorder> RawAdaptive<R> {
             if is_free(word) {
                 return self
                     .word
-                    .compare_exchange(word, new_word | (word & WAITERS), Ordering::Acquire, Ordering::Relaxed)
+                    .compare_exchange(word, new_word | (word & (WAITERS | SPINNER)), Ordering::Acquire, Ordering::Relaxed)
                     .is_ok();
             }
             if budget.exhausted() || !config::spinning_enabled() {
@@ -989,78 +1029,136 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    /// The release found flags beside the owner: `before` is the word it
-    /// found; the word now holds the flags alone.
+    /// The release found flags beside the owner: `word` is the word it
+    /// found, and `owner` still holds the lock. One compare-exchange
+    /// releases it and, in the same step, decides on the wake.
     #[cold]
-    fn unlock_contended(&self, before: u32) {
-        if before & HANDOFF != 0 {
-            // A starving waiter asked for the lock, and the word is now
-            // reserved for it: nobody else may take a free word carrying
-            // HANDOFF, and the requester cannot withdraw from it (see
-            // `withdraw_handoff`), so its request is in the slot, unclaimed.
-            let request = self.handoff.load(Ordering::Relaxed);
-            let claimed = request & (CLAIMED | GRANTED) == 0
-                && request != 0
-                && self
-                    .handoff
-                    .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok();
-            if claimed {
-                if !is_left_by_fork(request) {
-                    self.hand_over(request);
+    fn unlock_contended(&self, owner: u32, mut word: u32) {
+        loop {
+            check_protocol(word & OWNER_MASK == owner, "an unlock by a thread that does not hold the lock");
+            if word & HANDOFF != 0 {
+                if self.withdraw_for_a_parent_thread() {
+                    word = self.word.load(Ordering::Relaxed);
+                    continue;
+                }
+                // A starving waiter asked for the lock: release the owner
+                // but keep HANDOFF, which reserves the word for it. Nobody
+                // else may take a reserved word and the requester can no
+                // longer withdraw (see `withdraw_handoff`), so the lock
+                // cannot change hands, let alone be freed, until
+                // `hand_over` has given it to the requester.
+                // AcqRel: reading HANDOFF makes the request it flags visible.
+                match self.word.compare_exchange(word, word & !OWNER_MASK, Ordering::AcqRel, Ordering::Relaxed) {
+                    Ok(_) => return self.hand_over_reserved(),
+                    Err(now) => {
+                        word = now;
+                        continue;
+                    }
+                }
+            }
+            if word & SPINNER != 0 && self.free_a_parent_spinner() {
+                word = self.word.load(Ordering::Relaxed);
+                continue;
+            }
+            // Somebody sleeps and nobody spins: release, clear the mark
+            // and wake one sleeper, who re-marks the word when it takes
+            // the lock (others may sleep behind it). With a waiter
+            // spinning, release keeping the mark: the spinner takes the
+            // lock, so waking a sleeper would only pay a system call for a
+            // competitor that finds the lock gone and sleeps again (in
+            // `sem` at 16 threads on 2 CPUs, nearly every such wake found
+            // nobody queued yet and every such sleep failed at once); the
+            // next unlock decides again. A spinner that stops clears its
+            // bit in this word, so this compare-exchange fails and the
+            // decision is taken again.
+            let wake = word & WAITERS != 0 && word & SPINNER == 0;
+            let released = if wake { word & !(OWNER_MASK | WAITERS) } else { word & !OWNER_MASK };
+            match self.word.compare_exchange(word, released, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.released();
+                    if wake {
+                        futex_wake(&self.word, 1);
+                    }
                     return;
                 }
-                // The requester was a parent thread, asking when the
-                // process forked: handing it the lock would leave the lock
-                // held by nobody. Withdraw for it, clearing HANDOFF before
-                // the slot as `withdraw_handoff` does.
-                self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
-                self.handoff.store(0, Ordering::Release);
-                self.wake_next_in_line();
-                return self.unlock_contended(before & !HANDOFF);
+                Err(now) => word = now,
             }
-            check_protocol(false, "a reserved word without its request");
-            // Never seen; should it happen, unreserve the word rather than
-            // leave it taken by nobody.
-            self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
         }
-        if before & WAITERS == 0 {
-            return;
+    }
+
+    /// The word is reserved for the handoff requester: claim its request
+    /// and hand it the lock.
+    fn hand_over_reserved(&self) {
+        let request = self.handoff.load(Ordering::Relaxed);
+        let claimed = request & (CLAIMED | GRANTED) == 0
+            && request != 0
+            && self
+                .handoff
+                .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if claimed {
+            return self.hand_over(request);
         }
-        // Somebody sleeps. The release kept the mark: now look for a
-        // spinner. One that is spinning will take the lock, so waking a
-        // sleeper would only pay a system call for a competitor that finds
-        // the lock gone and sleeps again (in `sem` at 16 threads on 2 CPUs,
-        // nearly every such wake found nobody queued yet and every such
-        // sleep failed at once). The mark stays on the word and the next
-        // unlock decides again. The spinner clears its slot before its
-        // last read of the word, and we read the slot after the release:
-        // either we see it gone, or it sees the lock free and takes it.
-        store_load_barrier();
-        match self.spinner.load(Ordering::SeqCst) {
-            0 => {}
-            // A parent thread was spinning when the process forked: it
-            // will never take the lock, nor pass the wake on. Free its slot.
-            parent if is_left_by_fork(parent) => {
-                let _ = self.spinner.compare_exchange(parent, 0, Ordering::Relaxed, Ordering::Relaxed);
+        check_protocol(false, "a reserved word without its request");
+        // Never seen; should it happen, unreserve the word rather than
+        // leave it taken by nobody, and let a sleeper take it.
+        self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
+        self.released();
+        futex_wake(&self.word, 1);
+    }
+
+    /// In a child of `fork`, called holding the lock with HANDOFF set:
+    /// if the request is a parent thread's, made as the process forked,
+    /// withdraw it for that thread (handing it the lock would leave the
+    /// lock held by nobody), clearing HANDOFF before the slot as
+    /// `withdraw_handoff` does. Returns whether it did.
+    fn withdraw_for_a_parent_thread(&self) -> bool {
+        let request = self.handoff.load(Ordering::Relaxed);
+        if request & (CLAIMED | GRANTED) != 0 || request == 0 || !is_left_by_fork(request) {
+            return false;
+        }
+        self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
+        if self.handoff.compare_exchange(request, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
+            self.wake_next_in_line();
+        }
+        true
+    }
+
+    /// Takes the spinner slot for `tid`. In a child of `fork` the slot may
+    /// name a parent thread, which will never spin here: it is taken over.
+    fn become_the_spinner(&self, tid: u32) -> bool {
+        match self.spinner.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => true,
+            Err(parent) if is_left_by_fork(parent) => {
+                self.spinner.compare_exchange(parent, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
             }
-            _ => return,
+            Err(_) => false,
         }
-        // Nobody spins: wake one sleeper, who re-marks the word when it
-        // takes the lock (others may sleep behind it). If the lock was
-        // taken meanwhile, the mark went with it and the new owner's
-        // unlock decides.
-        if self.word.compare_exchange(WAITERS, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            futex_wake(&self.word, 1);
+    }
+
+    /// In a child of `fork`, called holding the lock with SPINNER set: if
+    /// the spinner is a parent thread, spinning as the process forked, it
+    /// will never take the lock nor pass the wake on: clear its bit.
+    /// Returns whether it did.
+    fn free_a_parent_spinner(&self) -> bool {
+        let spinner = self.spinner.load(Ordering::Relaxed);
+        if spinner == 0 || !is_left_by_fork(spinner) {
+            return false;
         }
+        if self.spinner.compare_exchange(spinner, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.word.fetch_and(!SPINNER, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Makes `requester` the owner of the reserved word: no barging thread
     /// can take it in between.
     fn hand_over(&self, requester: u32) {
-        // Keep WAITERS: others may sleep; clear HANDOFF: served.
-        let reserved = self.word.swap(requester | WAITERS, Ordering::Release);
-        check_protocol(reserved == HANDOFF | WAITERS, "a hand-over of a word that was not reserved");
+        // Keep WAITERS (others may sleep) and SPINNER (a waiter may be
+        // spinning, now on the requester); clear HANDOFF: served. The
+        // reserved word has no owner, so one exclusive-or does both.
+        let reserved = self.word.fetch_xor(HANDOFF | requester, Ordering::Release);
+        check_protocol(reserved & !SPINNER == HANDOFF | WAITERS, "a hand-over of a word that was not reserved");
         self.handoff.store(requester | GRANTED, Ordering::Release);
         futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
     }
@@ -1221,20 +1319,63 @@ mod tests {
     fn unlock_leaves_the_wake_to_a_spinner() {
         let lock = RawAdaptive::<NoStats>::new();
         let tid = current_tid();
-        lock.word.store(tid | WAITERS, Ordering::Relaxed);
+        lock.word.store(tid | WAITERS | SPINNER, Ordering::Relaxed);
         lock.spinner.store(OTHER, Ordering::Relaxed);
         unsafe { lock.unlock() };
-        assert_eq!(lock.word.load(Ordering::Relaxed), WAITERS, "free, still marked");
+        assert_eq!(lock.word.load(Ordering::Relaxed), WAITERS | SPINNER, "free, still marked");
         assert!(!lock.is_locked());
 
-        // The marked free word is taken keeping the mark, by the fast
+        // The marked free word is taken keeping the flags, by the fast
         // paths too.
         assert!(lock.try_lock());
-        assert_eq!(lock.word.load(Ordering::Relaxed), tid | WAITERS);
+        assert_eq!(lock.word.load(Ordering::Relaxed), tid | WAITERS | SPINNER);
 
+        // The spinner stops.
         lock.spinner.store(0, Ordering::Relaxed);
+        lock.word.fetch_and(!SPINNER, Ordering::Relaxed);
         unsafe { lock.unlock() };
         assert_eq!(lock.word.load(Ordering::Relaxed), 0, "nobody spins: the mark is cleared and a sleeper woken");
+    }
+
+    thread_local! {
+        /// Called by `released` on this thread, with the lock's address.
+        pub(super) static AFTER_RELEASE: std::cell::Cell<Option<fn(*const ())>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// What a new owner leaves in the lock's memory after taking the lock,
+    /// destroying it and reusing the memory: here, a lock word with
+    /// WAITERS alone (a free, marked word is the pattern an unlock that
+    /// touched the word after its release would rewrite) and no spinner.
+    fn reuse_the_memory(lock: *const ()) {
+        // SAFETY: the tests below pass a live `RawAdaptive<NoStats>`.
+        let lock = unsafe { &*lock.cast::<RawAdaptive<NoStats>>() };
+        lock.word.store(WAITERS, Ordering::Relaxed);
+        lock.spinner.store(0, Ordering::Relaxed);
+        lock.handoff.store(0, Ordering::Relaxed);
+    }
+
+    /// A POSIX mutex may be taken, destroyed and freed by the next holder
+    /// the moment it is released, while its unlocker is still returning
+    /// (glibc bug 13690). So nothing of the lock is touched after the
+    /// release: with sleepers announced and nobody spinning (the unlock
+    /// wakes one), with a spinner (it does not), and uncontended. The
+    /// memory is reused at the release, and must read as reused after.
+    #[test]
+    fn an_unlock_touches_nothing_of_the_lock_after_releasing_it() {
+        AFTER_RELEASE.with(|hook| hook.set(Some(reuse_the_memory)));
+        let tid = current_tid();
+        for (held, case) in [
+            (tid | WAITERS, "sleepers announced, nobody spinning"),
+            (tid | WAITERS | SPINNER, "sleepers announced, a waiter spinning"),
+            (tid | SPINNER, "a waiter spinning"),
+            (tid, "uncontended"),
+        ] {
+            let lock = RawAdaptive::<NoStats>::new();
+            lock.word.store(held, Ordering::Relaxed);
+            unsafe { lock.unlock() };
+            assert_eq!(lock.word.load(Ordering::Relaxed), WAITERS, "{case}: the word was written after the release");
+        }
+        AFTER_RELEASE.with(|hook| hook.set(None));
     }
 
     /// A sleeper is due a wake once the interval has passed since the
@@ -1530,7 +1671,7 @@ mod tests {
     fn a_child_of_fork_does_not_leave_the_wake_to_a_parent_spinner() {
         let woke = unlock_in_a_child_of_fork(
             |lock, parent_thread| {
-                lock.word.fetch_or(WAITERS, Ordering::Relaxed);
+                lock.word.fetch_or(WAITERS | SPINNER, Ordering::Relaxed);
                 lock.spinner.store(parent_thread, Ordering::Relaxed);
             },
             |lock| lock.spinner.load(Ordering::Relaxed) == 0 && lock.word.load(Ordering::Relaxed) == 0,
