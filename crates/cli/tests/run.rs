@@ -238,6 +238,83 @@ fn the_output_file_is_checked_before_the_run() {
     assert!(picture.starts_with("<svg") && picture.contains("no lock was waited for"), "{picture}");
 }
 
+/// A program killed while inside malloc: the profiler's signal handler
+/// allocates to write the profile and would deadlock there, so a watchdog
+/// lets the program die of its signal. Several runs, since the signal
+/// lands inside malloc in only some of them (2 of 6 hung without it).
+#[test]
+fn a_program_killed_inside_malloc_still_dies() {
+    use std::os::unix::process::CommandExt;
+    for run in 0..6 {
+        let mut child = lockmeter()
+            .process_group(0)
+            .args(["run", "-o"])
+            .arg(scratch("malloc").join("profile.txt"))
+            .arg("--")
+            .arg(subjects())
+            .arg("malloc_term")
+            .env("LOCKMETER_DYING_WRITE", "1s")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(10) {
+                // SAFETY: kill(2) of the process group started above, the
+                // hung program with lockmeter.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                panic!("run {run}: still running after 10 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(128 + 15), "run {run}: SIGTERM as a shell reports it");
+    }
+}
+
+/// jemalloc, preloaded by the user, takes pthread mutexes inside its own
+/// allocations, its first ones included: the library must not allocate
+/// from those calls (it recursed until the stack overflowed, and then
+/// deadlocked inside jemalloc's initialisation). Both modes.
+#[test]
+fn a_program_with_jemalloc_preloaded_is_profiled_and_served() {
+    use std::os::unix::process::CommandExt;
+    let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    assert!(Path::new(jemalloc).exists(), "scripts/test.sh installs libjemalloc2");
+    for lock in [None, Some("adaptive")] {
+        let mut command = lockmeter();
+        command.arg("run");
+        if let Some(lock) = lock {
+            command.args(["--lock", lock]);
+        }
+        let mut child = command
+            .process_group(0)
+            .arg("--")
+            .arg(subjects())
+            .args(["status", "3"])
+            .env("LD_PRELOAD", jemalloc)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(20) {
+                // SAFETY: kill(2) of the process group started above.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                panic!("{lock:?}: still running after 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{lock:?}: {stderr}");
+        assert!(stderr.contains("status_lock (mutex)"), "{lock:?}: {stderr}");
+    }
+}
+
 fn one_line_error(output: &Output, code: i32, needle: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(code), "{stderr}");

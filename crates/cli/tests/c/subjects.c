@@ -205,6 +205,32 @@ static int holds(void) {
     return 0;
 }
 
+/* malloc_term: main allocates and frees in a loop, taking a lock each
+ * time, until a thread sends it SIGTERM 30 ms in: the signal usually
+ * lands inside malloc. */
+pthread_mutex_t malloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t malloc_thread;
+
+static void *terminator(void *arg) {
+    sleep_ms(30);
+    pthread_kill(malloc_thread, SIGTERM);
+    return arg;
+}
+
+static int malloc_term(void) {
+    malloc_thread = pthread_self();
+    pthread_t t;
+    pthread_create(&t, NULL, terminator, NULL);
+    void *kept[64] = {0};
+    for (unsigned i = 0;; i++) {
+        pthread_mutex_lock(&malloc_lock);
+        pthread_mutex_unlock(&malloc_lock);
+        free(kept[i % 64]);
+        kept[i % 64] = malloc(16 + (i * 2654435761u) % 4000);
+    }
+    return 0;
+}
+
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
  * interrupt: ^C to itself, exit 3 only if it survives. */
@@ -221,12 +247,13 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
+    if (!strcmp(mode, "malloc_term")) return malloc_term();
     pthread_mutex_lock(&status_lock);
     pthread_mutex_unlock(&status_lock);
     if (!strcmp(mode, "status")) return atoi(argv[2]);
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|status N|abort|quick_exit|interrupt\n");
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

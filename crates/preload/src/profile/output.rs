@@ -26,7 +26,13 @@ pub struct Settings {
     pub interval: Option<Duration>,
     /// Signal that asks for a dump.
     pub dump_signal: Option<libc::c_int>,
+    /// How long a program dying of a signal may spend writing its profile.
+    pub dying_write: Duration,
 }
+
+/// The default of `Settings::dying_write`: writing a profile takes well
+/// under a second, symbols of a large program included.
+const DYING_WRITE: Duration = Duration::from_secs(10);
 
 /// A `LOCKMETER_*` variable, read without allocating through std's
 /// environment lock (this may run inside the program's first lock call).
@@ -75,14 +81,20 @@ impl Settings {
         let frames = frames.unwrap_or_else(|_| fatal("LOCKMETER_FRAMES must be a number of frames"));
         let interval = interval.transpose().unwrap_or_else(|bad| fatal(&format!("LOCKMETER_INTERVAL: {bad:?} is not a duration like 5s or 250ms")));
         let dump_signal = dump_signal.transpose().unwrap_or_else(|bad| fatal(&format!("LOCKMETER_DUMP_SIGNAL: {bad:?} is not USR1, USR2 or HUP")));
-        Some(Settings { output, frames: frames.min(stacks::MAX_FRAMES), interval, dump_signal })
+        let dying_write = env("LOCKMETER_DYING_WRITE")
+            .map(|d| parse_interval(&d).ok_or(d))
+            .transpose()
+            .unwrap_or_else(|bad| fatal(&format!("LOCKMETER_DYING_WRITE: {bad:?} is not a duration like 10s")))
+            .unwrap_or(DYING_WRITE);
+        Some(Settings { output, frames: frames.min(stacks::MAX_FRAMES), interval, dump_signal, dying_write })
     }
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// The process id the current profiler belongs to (a forked child resets it).
 static OWNER_PID: AtomicU32 = AtomicU32::new(0);
-static WRITING: AtomicBool = AtomicBool::new(false);
+/// The thread writing the profile now, or 0.
+static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
 static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
@@ -110,15 +122,18 @@ extern "C" fn at_exit() {
 
 extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
-    WRITING.store(false, Relaxed);
+    WRITER.store(0, Relaxed);
     OWNER_PID.store(pid(), Relaxed);
     super::restart_in_child();
     stacks::clear();
 }
 
 extern "C" fn on_fatal_signal(signal: libc::c_int) {
-    // Best effort: the program is dying; if it died inside the allocator
-    // this may not complete, which is no worse than writing nothing.
+    // Writing the profile allocates. A signal that arrived while this
+    // thread was inside the allocator (^C on a busy program, a crash in
+    // malloc) would deadlock it there, and the program would hang instead
+    // of dying: a watchdog lets it die of its signal, without the profile.
+    arm_dying_watchdog(signal);
     let name = match signal {
         libc::SIGSEGV => "SIGSEGV",
         libc::SIGBUS => "SIGBUS",
@@ -135,6 +150,40 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     // SAFETY: the handler was installed with SA_RESETHAND, so the default
     // action (death) now applies; raise delivers it (SA_NODEFER).
     unsafe { libc::raise(signal) };
+}
+
+/// The signal the program is dying of, for the watchdog.
+static DYING_OF: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+fn arm_dying_watchdog(signal: libc::c_int) {
+    DYING_OF.store(signal, Relaxed);
+    let seconds = SETTINGS.get().map_or(DYING_WRITE, |s| s.dying_write).as_secs_f64().ceil().max(1.0);
+    // SAFETY: sigaction with valid pointers and alarm are async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_dying_watchdog as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
+        libc::alarm(seconds as libc::c_uint);
+    }
+}
+
+extern "C" fn on_dying_watchdog(_signal: libc::c_int) {
+    let signal = DYING_OF.load(Relaxed);
+    let line = b"lockmeter: the profile was not written in time (the program died inside the allocator?)\n";
+    // SAFETY: write, signal, sigprocmask, raise and _exit are
+    // async-signal-safe; the dying signal's default action ends the
+    // process, whichever thread it is raised in.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signal);
+        libc::_exit(128 + signal);
+    }
 }
 
 extern "C" fn on_dump_signal(_signal: libc::c_int) {
@@ -214,7 +263,7 @@ fn write_final(reason: &str) {
     if OWNER_PID.load(Relaxed) != pid() || FINISHED.swap(true, AcqRel) {
         return;
     }
-    write_profile(reason);
+    write_profile_as(reason, true);
 }
 
 fn output_path(template: &str) -> String {
@@ -241,9 +290,24 @@ pub fn mark_root() {
 
 /// Builds and writes the profile now.
 pub fn write_profile(reason: &str) {
+    write_profile_as(reason, false);
+}
+
+/// Writes the profile; `last`: the process is leaving. A periodic dump
+/// skips its turn while another write runs; the last write waits for it
+/// (the process would otherwise end mid-write, leaving an older profile
+/// or none). A thread interrupted inside its own write, by a signal whose
+/// handler writes again, cannot wait for itself: that write is skipped.
+fn write_profile_as(reason: &str, last: bool) {
     let (Some(profiler), Some(settings)) = (active(), SETTINGS.get()) else { return };
-    if WRITING.swap(true, Acquire) {
-        return;
+    let me = lockmeter_locks::current_tid();
+    loop {
+        match WRITER.compare_exchange(0, me, Acquire, Relaxed) {
+            Ok(_) => break,
+            Err(writer) if writer == me || !last => return,
+            // The dying watchdog bounds this wait.
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
     let path = output_path(&settings.output);
     let profile = build(profiler, reason);
@@ -258,7 +322,7 @@ pub fn write_profile(reason: &str) {
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }
     }
-    WRITING.store(false, Release);
+    WRITER.store(0, Release);
 }
 
 fn program() -> String {
