@@ -79,7 +79,7 @@ fn load_symbols(path: &str) -> Vec<Symbol> {
             (!name.is_empty()).then(|| Symbol {
                 address: s.address(),
                 size: s.size(),
-                name: addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned(),
+                name: readable_name(name),
                 code: s.kind() == SymbolKind::Text,
             })
         })
@@ -87,6 +87,18 @@ fn load_symbols(path: &str) -> Vec<Symbol> {
     symbols.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
     symbols.dedup_by_key(|s| s.address);
     symbols
+}
+
+/// A symbol's name for people: demangled if it is mangled (C++ and Rust
+/// names start with `_Z` or `_R`); any other name as it is. A demangler
+/// given a plain C name may read it as a mangled type: a global mutex
+/// named `m` came out as `unsigned long` (the Itanium code of that type).
+fn readable_name(name: &str) -> String {
+    if name.starts_with("_Z") || name.starts_with("_R") {
+        addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+    } else {
+        name.to_string()
+    }
 }
 
 impl Module {
@@ -147,5 +159,20 @@ impl Symbolizer {
             file: location.as_ref().and_then(|l| l.file.map(str::to_string)),
             line: location.and_then(|l| l.line),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable_name;
+
+    /// Mangled names are demangled; a plain C name, even one that spells
+    /// a type in the mangling grammar, stays as it is.
+    #[test]
+    fn only_mangled_names_are_demangled() {
+        assert_eq!(readable_name("m"), "m");
+        assert_eq!(readable_name("table_lock"), "table_lock");
+        assert_eq!(readable_name("_ZN3foo3barE"), "foo::bar");
+        assert_eq!(readable_name("_Z3bari"), "bar(int)");
     }
 }
