@@ -9,11 +9,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 # DejaVu Sans: the plots' text; pigz and kccachetest: real programs the
-# profiler is tested on.
+# profiler is tested on; jemalloc: an allocator that locks pthread mutexes
+# inside its allocations, preloaded beside the library in a test.
 missing=()
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 command -v pigz >/dev/null 2>&1 || missing+=(pigz)
 command -v kccachetest >/dev/null 2>&1 || missing+=(kyotocabinet-utils)
+[ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || missing+=(libjemalloc2)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -680,7 +680,13 @@ pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
 
 extern "C" fn constructor() {
     output::mark_root();
+    // The profiler starts here, not in whichever lock call comes first:
+    // an allocator may lock a pthread mutex inside an allocation (jemalloc
+    // does), and starting there would allocate inside the allocator while
+    // it holds its mutex. Lock calls made while it starts are forwarded.
+    super::library_constructed();
     let _ = active();
+    crate::replace::register_fork_handler();
     // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
     // is pinned system-wide: `adaptive` then spins exactly while the owner
     // runs. Without one, locks keep their fallback.

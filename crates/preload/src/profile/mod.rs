@@ -81,8 +81,23 @@ pub fn active() -> Option<&'static Profiler> {
     start()
 }
 
+/// Set by the library's constructor. Lock calls before it come from other
+/// libraries' start-up, an allocator's among them (jemalloc takes a pthread
+/// mutex while it initialises): starting the profiler there would allocate
+/// inside the allocator's own initialisation, which deadlocks. They are
+/// forwarded unprofiled; the constructor starts the profiler.
+static CONSTRUCTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Called first by the library's constructor.
+pub fn library_constructed() {
+    CONSTRUCTED.store(true, Release);
+}
+
 #[cold]
 fn start() -> Option<&'static Profiler> {
+    if !CONSTRUCTED.load(Acquire) {
+        return None;
+    }
     if STATE.compare_exchange(UNSET, STARTING, AcqRel, Acquire).is_err() {
         return None;
     }

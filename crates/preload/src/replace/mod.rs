@@ -43,9 +43,18 @@ pub fn algorithm() -> Option<Algorithm> {
     }
 }
 
+/// Reads `LOCKMETER_LOCK` without allocating: the first lock call may
+/// come from inside the program's allocator (jemalloc locks a pthread
+/// mutex while it initialises), and an allocation here would call it
+/// again before it is ready, and that call would lock again, without end.
 #[cold]
 fn decide() -> Option<Algorithm> {
-    let chosen = crate::profile::output::env("LOCKMETER_LOCK").map(|name| match name.parse::<Algorithm>() {
+    // SAFETY: a NUL-terminated name; getenv neither allocates nor locks.
+    let value = unsafe { libc::getenv(c"LOCKMETER_LOCK".as_ptr()) };
+    // SAFETY: getenv returns NULL or a NUL-terminated string that lives as
+    // long as the environment entry.
+    let name = (!value.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(value) }.to_str().unwrap_or("?"));
+    let chosen = name.filter(|name| !name.is_empty()).map(|name| match name.parse::<Algorithm>() {
         Ok(algorithm) => algorithm,
         Err(_) if name == "busted" => crate::profile::output::fatal(
             "LOCKMETER_LOCK=busted: busted is a deliberately broken lock for `lockmeter torture`; it never serves a program",
@@ -55,11 +64,16 @@ fn decide() -> Option<Algorithm> {
             Algorithm::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
         )),
     });
-    let value = chosen.map_or(OFF, |a| FIRST + a as u8);
-    if chosen.is_some() {
+    ALGORITHM.store(chosen.map_or(OFF, |a| FIRST + a as u8), Ordering::Relaxed);
+    chosen
+}
+
+/// Called by the library's constructor (registering allocates, so not
+/// from `decide`): a child of `fork` starts a new generation of served
+/// mutexes.
+pub fn register_fork_handler() {
+    if algorithm().is_some() {
         // SAFETY: registers a plain extern "C" function.
         unsafe { libc::pthread_atfork(None, None, Some(mutex::forked)) };
     }
-    ALGORITHM.store(value, Ordering::Relaxed);
-    chosen
 }
