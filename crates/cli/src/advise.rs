@@ -78,7 +78,8 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
             command.env_remove("LOCKMETER_LOCK");
         }
         Variant::Ours(algorithm) => {
-            command.env("LD_PRELOAD", library).env("LOCKMETER_LOCK", algorithm.name());
+            // The user's own preloads stay, as in the glibc run.
+            command.env("LD_PRELOAD", crate::run::preload_with(library)).env("LOCKMETER_LOCK", algorithm.name());
         }
     }
     let before = children_cpu();

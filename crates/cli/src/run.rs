@@ -298,6 +298,17 @@ fn scratch_dir() -> Result<Scratch, Failure> {
 
 use std::os::unix::fs::DirBuilderExt;
 
+/// `LD_PRELOAD` with `library` first and whatever the user preloads
+/// (an allocator, say) kept after it.
+pub fn preload_with(library: &Path) -> OsString {
+    let mut value = library.as_os_str().to_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|e| !e.is_empty()) {
+        value.push(":");
+        value.push(existing);
+    }
+    value
+}
+
 fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failure> {
     let bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
     match &options.output {
@@ -328,19 +339,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         eprintln!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
     let scratch = scratch_dir()?;
-    let preload = match std::env::var_os("LD_PRELOAD") {
-        Some(existing) if !existing.is_empty() => {
-            let mut value = library.clone().into_os_string();
-            value.push(":");
-            value.push(existing);
-            value
-        }
-        _ => library.clone().into_os_string(),
-    };
     let mut command = Command::new(program);
     command
         .args(&options.command[1..])
-        .env("LD_PRELOAD", preload)
+        .env("LD_PRELOAD", preload_with(&library))
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
         .env_remove("LOCKMETER_ROOT_PID")
         .env_remove("LOCKMETER_LOCK")

@@ -68,7 +68,9 @@ fn deadline_from_realtime(abstime: *const libc::timespec) -> Deadline {
     }
     // SAFETY: the caller passes a readable timespec.
     let abs = unsafe { *abstime };
-    if !(0..1_000_000_000).contains(&abs.tv_nsec) || abs.tv_sec < 0 {
+    // A negative tv_sec is valid: a deadline that has passed (pthread's
+    // timed waits time out on it).
+    if !(0..1_000_000_000).contains(&abs.tv_nsec) {
         return Deadline::Invalid;
     }
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };

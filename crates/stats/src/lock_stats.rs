@@ -171,9 +171,10 @@ impl Snapshot {
         percent(self.contended(), self.acquisitions)
     }
 
-    /// Mean wait of a contended acquisition, in nanoseconds.
+    /// Mean wait, in nanoseconds, over the waits it totals: contended
+    /// acquisitions and timed attempts that gave up.
     pub fn wait_mean_ns(&self) -> f64 {
-        cycles_to_ns(self.wait_total_cycles) / self.contended().max(1) as f64
+        cycles_to_ns(self.wait_total_cycles) / (self.contended() + self.timed_out).max(1) as f64
     }
 
     /// Mean hold, in nanoseconds.
@@ -216,4 +217,24 @@ fn percent(part: u64, whole: u64) -> f64 {
 /// Cycles to nanoseconds with this machine's calibration.
 pub(crate) fn cycles_to_ns(cycles: u64) -> f64 {
     cycles as f64 / clock::cycles_per_ns()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mean divides the waits' total by the waits it totals: a timed
+    /// attempt that gave up counts in both.
+    #[test]
+    fn mean_wait_counts_the_waits_that_gave_up() {
+        let snapshot = Snapshot {
+            acquisitions: 1,
+            spin: 1,
+            timed_out: 1,
+            wait_total_cycles: clock::ns_to_cycles(4_000),
+            ..Snapshot::default()
+        };
+        let mean = snapshot.wait_mean_ns();
+        assert!((1_900.0..2_100.0).contains(&mean), "{mean} ns: one wait acquired, one gave up, 4 µs in all");
+    }
 }

@@ -81,6 +81,13 @@ static void *bad_timespec_from_other_thread(void *arg) {
     return (void *)(long)lm_mutex_timedlock(&mutex, &bad);
 }
 
+/* A deadline before 1970 is a valid one that has passed. */
+static void *past_deadline_from_other_thread(void *arg) {
+    (void)arg;
+    struct timespec past = {.tv_sec = -1, .tv_nsec = 0};
+    return (void *)(long)lm_mutex_timedlock(&mutex, &past);
+}
+
 static volatile long turn;
 enum { ROUNDS = 2000 };
 
@@ -141,6 +148,9 @@ static void test_algorithm(const char *name) {
     pthread_create(&t, NULL, bad_timespec_from_other_thread, NULL);
     pthread_join(t, &result);
     check((long)result == EINVAL, name, "timedlock with tv_nsec >= 1e9 is EINVAL");
+    pthread_create(&t, NULL, past_deadline_from_other_thread, NULL);
+    pthread_join(t, &result);
+    check((long)result == ETIMEDOUT, name, "timedlock with a negative tv_sec times out, as pthread's does");
     check(lm_mutex_destroy(&mutex) == EBUSY, name, "destroying a held mutex is EBUSY");
     lm_mutex_unlock(&mutex);
     check(lm_mutex_trylock(&mutex) == 0, name, "trylock on a free mutex succeeds");
