@@ -580,6 +580,17 @@ impl<R: Recorder> RawAdaptive<R> {
                             None => continue, // the lock was free: compete for it normally
                         }
                     }
+                    Err(taken)
+                        if is_left_by_fork(taken) && self.word.load(Ordering::Relaxed) & HANDOFF == 0 =>
+                    {
+                        // A parent thread's request, left by `fork` before
+                        // it flagged the word: no unlock will serve it or
+                        // free the slot, and waiters queued for the slot
+                        // would sleep for ever. (A flagged one is withdrawn
+                        // by the next unlock.)
+                        let _ = self.handoff.compare_exchange(taken, 0, Ordering::Relaxed, Ordering::Relaxed);
+                        continue;
+                    }
                     Err(taken) => {
                         // Another starving waiter holds the slot. Queue for
                         // the slot (FIFO, in the kernel's futex queue)
@@ -1692,6 +1703,30 @@ mod tests {
             |lock| !lock.is_locked() && lock.handoff.load(Ordering::Relaxed) == 0 && lock.try_lock(),
         );
         assert!(freed, "the child's unlock handed the lock to a thread that does not exist there");
+    }
+
+    /// A child of `fork` whose handoff slot holds a parent thread's request
+    /// that was not yet flagged on the word: a child waiter passed over
+    /// for the bound must not queue behind it (nobody would ever free the
+    /// slot), but take the slot over and be served.
+    #[test]
+    fn a_child_of_fork_does_not_queue_behind_a_parent_request() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        let parent_thread = current_tid();
+        let served = crate::sync::in_forked_child(|| {
+            lock.lock();
+            lock.handoff.store(parent_thread, Ordering::Relaxed);
+            let (done_tx, done) = std::sync::mpsc::channel();
+            spawn_waiter(&lock, &done_tx, ());
+            // Past the bound asleep on the word, then woken (as a barging
+            // unlock would) with the lock still held: it goes for the slot.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            futex_wake(&lock.word, u32::MAX);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            unsafe { lock.unlock() };
+            done.recv_timeout(std::time::Duration::from_secs(5)).is_ok()
+        });
+        assert!(served, "the child's waiter slept behind a parent thread's handoff request");
     }
 
     /// In a child of `fork`: takes a lock, lets `leave` mark it as a
