@@ -238,6 +238,24 @@ fn the_output_file_is_checked_before_the_run() {
     assert!(picture.starts_with("<svg") && picture.contains("no lock was waited for"), "{picture}");
 }
 
+/// Waits for `child`, started as the leader of its own process group, for
+/// at most `seconds`; past that kills the group (a hung program with
+/// lockmeter) and fails as `what`.
+fn finish_within(child: &mut std::process::Child, seconds: u64, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(seconds) {
+            // SAFETY: kill(2) of the child's own process group.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            panic!("{what}: still running after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A program killed while inside malloc: the profiler's signal handler
 /// allocates to write the profile and would deadlock there, so a watchdog
 /// lets the program die of its signal. Several runs, since the signal
@@ -257,19 +275,7 @@ fn a_program_killed_inside_malloc_still_dies() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let start = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > std::time::Duration::from_secs(10) {
-                // SAFETY: kill(2) of the process group started above, the
-                // hung program with lockmeter.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                panic!("run {run}: still running after 10 s");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+        let status = finish_within(&mut child, 10, &format!("run {run}"));
         assert_eq!(status.code(), Some(128 + 15), "run {run}: SIGTERM as a shell reports it");
     }
 }
@@ -299,15 +305,7 @@ fn a_program_with_jemalloc_preloaded_is_profiled_and_served() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let start = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if start.elapsed() > std::time::Duration::from_secs(20) {
-                // SAFETY: kill(2) of the process group started above.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                panic!("{lock:?}: still running after 20 s");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        finish_within(&mut child, 20, &format!("{lock:?}"));
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(3), "{lock:?}: {stderr}");

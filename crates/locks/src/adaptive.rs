@@ -580,17 +580,10 @@ impl<R: Recorder> RawAdaptive<R> {
                             None => continue, // the lock was free: compete for it normally
                         }
                     }
-                    Err(taken)
-                        if is_left_by_fork(taken) && self.word.load(Ordering::Relaxed) & HANDOFF == 0 =>
-                    {
-                        // A parent thread's request, left by `fork` before
-                        // it flagged the word: no unlock will serve it or
-                        // free the slot, and waiters queued for the slot
-                        // would sleep for ever. (A flagged one is withdrawn
-                        // by the next unlock.)
-                        let _ = self.handoff.compare_exchange(taken, 0, Ordering::Relaxed, Ordering::Relaxed);
-                        continue;
-                    }
+                    // A parent thread's request, left by `fork`: no unlock
+                    // would free the slot before it is flagged, and queued
+                    // waiters would sleep for ever.
+                    Err(_) if self.withdraw_for_a_parent_thread() => continue,
                     Err(taken) => {
                         // Another starving waiter holds the slot. Queue for
                         // the slot (FIFO, in the kernel's futex queue)
@@ -1118,11 +1111,13 @@ impl<R: Recorder> RawAdaptive<R> {
         futex_wake(&self.word, 1);
     }
 
-    /// In a child of `fork`, called holding the lock with HANDOFF set:
-    /// if the request is a parent thread's, made as the process forked,
-    /// withdraw it for that thread (handing it the lock would leave the
-    /// lock held by nobody), clearing HANDOFF before the slot as
-    /// `withdraw_handoff` does. Returns whether it did.
+    /// In a child of `fork`: if the handoff request is a parent thread's,
+    /// made as the process forked, withdraw it for that thread (an unlock
+    /// would hand it the lock, leaving the lock held by nobody; unflagged,
+    /// it would keep the slot for ever), clearing HANDOFF before the slot
+    /// as `withdraw_handoff` does. Called by the unlock holding a word
+    /// flagged with HANDOFF, and by a waiter that finds the slot taken.
+    /// Returns whether it did.
     fn withdraw_for_a_parent_thread(&self) -> bool {
         let request = self.handoff.load(Ordering::Relaxed);
         if request & (CLAIMED | GRANTED) != 0 || request == 0 || !is_left_by_fork(request) {
