@@ -204,6 +204,14 @@ enum Command {
         /// Also report every DUR while CMD runs (for long-running servers).
         #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
         interval: Option<std::time::Duration>,
+        /// Track up to N locks alive at once (default 16384, at most 1048576;
+        /// rounded up to a power of two). Operations on locks beyond it are
+        /// not recorded, and the report says how many. A lock destroyed and
+        /// initialised again at its address by the same line continues one
+        /// row, so only locks alive together count. Each thread reserves
+        /// about 1.6 KB of address space per lock, touched where it records.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        max_locks: Option<u64>,
         /// Load a private on-CPU table for CMD (a BPF program recording which
         /// of CMD's threads run; needs CAP_BPF and CAP_PERFMON, or root), so
         /// `adaptive` spins exactly while the owner runs. Unloaded when CMD
@@ -460,7 +468,7 @@ fn main() -> ExitCode {
             locks.as_deref(),
         ),
         Command::Oncpu { action } => return oncpu::main(action),
-        Command::Run { output, rendering, lock, frames, interval, oncpu, command } => {
+        Command::Run { output, rendering, lock, frames, interval, max_locks, oncpu, command } => {
             let options = run::RunOptions {
                 command,
                 lock,
@@ -469,6 +477,7 @@ fn main() -> ExitCode {
                 rendering: rendering.rendering(),
                 frames: frames as usize,
                 interval,
+                max_locks: max_locks.map(|n| n as usize),
             };
             return match run::run(&options) {
                 Ok(code) => code,

@@ -118,6 +118,8 @@ pub struct RunOptions {
     pub rendering: Rendering,
     pub frames: usize,
     pub interval: Option<Duration>,
+    /// Locks the profiler tracks at once (its default when `None`).
+    pub max_locks: Option<usize>,
 }
 
 /// Finds the preload library: `LOCKMETER_LIBRARY`, else next to this
@@ -352,6 +354,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     if options.frames > 0 {
         command.env("LOCKMETER_FRAMES", options.frames.to_string());
+    }
+    if let Some(max_locks) = options.max_locks {
+        command.env("LOCKMETER_MAX_LOCKS", max_locks.to_string());
     }
     if let Some(interval) = options.interval {
         command.env("LOCKMETER_INTERVAL", format!("{}ms", interval.as_millis().max(1)));

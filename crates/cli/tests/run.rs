@@ -2,7 +2,7 @@
 //! behaviour (tests/c/subjects.c): the profiles are checked number by
 //! number, and the command's exit codes and errors as a script sees them.
 
-use lockmeter_stats::profile::{LockProfile, Profile, Role};
+use lockmeter_stats::profile::{render_table, LockProfile, Profile, Role, TableOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -118,6 +118,61 @@ fn a_heap_lock_is_named_by_its_init_site_and_a_reused_address_is_a_new_lock() {
     assert!(second.name.starts_with("heap@heap+0x"), "{}", second.name);
     assert_eq!(first.address, second.address);
     assert_eq!((first.counters.acquisitions, second.counters.acquisitions), (3, 5));
+}
+
+#[test]
+fn locks_destroyed_and_made_again_at_one_line_continue_one_row() {
+    // 20,000 objects, each with its own mutex, malloc'ed and freed: before,
+    // each lifetime took a record, the addresses malloc reuses filled
+    // their probe sequences, and operations went unrecorded.
+    let (output, profile) = profile(&["churn", "20000"]);
+    assert!(output.status.success());
+    assert_eq!(profile.health.dropped, 0, "{:?}", profile.health.warnings);
+    let rows: Vec<&LockProfile> = profile.used_locks().filter(|l| l.name.starts_with("heap@churn+0x")).collect();
+    assert!(!rows.is_empty() && rows.len() <= 16, "a row per address malloc reused, not per object: {}", rows.len());
+    assert_eq!(rows.iter().map(|l| l.locks).sum::<u64>(), 20_000);
+    assert_eq!(rows.iter().map(|l| l.counters.acquisitions).sum::<u64>(), 40_000);
+    assert_eq!(lock(&profile, "late_lock").counters.acquisitions, 3);
+    let table = render_table(&profile, &TableOptions::default());
+    assert!(table.contains(&format!("[{} locks] (mutex)", rows[0].locks)), "{table}");
+}
+
+#[test]
+fn max_locks_sets_how_many_locks_are_tracked_at_once() {
+    // 3,000 locks alive together: 1,024 slots cannot hold them, and the
+    // report says so and how to fix it; 4,096 can.
+    let run = |max: &str| {
+        let dir = scratch(&format!("many{max}"));
+        let file = dir.join("profile.json");
+        let output = lockmeter()
+            .args(["run", "--max-locks", max, "--format", "json", "-o"])
+            .arg(&file)
+            .arg("--")
+            .arg(subjects())
+            .args(["many", "3000"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        Profile::load(&file).unwrap()
+    };
+    let small = run("1000");
+    assert_eq!(small.health.lock_slots, 1024);
+    assert!(small.health.dropped > 0);
+    assert!(
+        small.health.warnings.iter().any(|w| w.contains("table of 1024 locks full") && w.contains("--max-locks")),
+        "{:?}",
+        small.health.warnings
+    );
+    let large = run("4096");
+    assert_eq!(large.health.lock_slots, 4096);
+    assert_eq!(large.health.dropped, 0, "{:?}", large.health.warnings);
+    assert_eq!(large.used_locks().count(), 3001);
+    assert_eq!(lock(&large, "late_lock").counters.acquisitions, 3);
+
+    let output = lockmeter().args(["run", "--max-locks", "0", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--max-locks"), "{stderr}");
 }
 
 #[test]
@@ -436,7 +491,8 @@ fn kyoto_cabinet_cache_test_is_profiled_with_its_mutexes_and_rwlocks() {
     let merged = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "merged").unwrap();
     let slots: Vec<&LockProfile> = profile.locks.iter().filter(|l| l.name.starts_with("heap@kyotocabinet::Mutex::Mutex()")).collect();
     assert!(slots.len() > 1, "several slot mutexes");
-    let row = merged.locks.iter().find(|l| l.name.ends_with(&format!("[{} locks]", slots.len()))).expect("one merged row");
+    let row = merged.locks.iter().find(|l| l.locks == slots.len() as u64).expect("one merged row");
+    assert!(row.name.starts_with("heap@kyotocabinet::Mutex::Mutex()"), "{}", row.name);
     assert_eq!(row.counters.acquisitions, slots.iter().map(|l| l.counters.acquisitions).sum::<u64>());
     assert_eq!(row.counters.contended, slots.iter().map(|l| l.counters.contended).sum::<u64>());
     assert_eq!(

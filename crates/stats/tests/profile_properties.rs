@@ -49,6 +49,7 @@ fn random_profile(rng: &mut Rng) -> Profile {
                 kind,
                 address: format!("{:#x}", rng.next()),
                 generation: rng.below(3) as u32,
+                locks: 1 + rng.below(3),
                 counters: rng.counters(known),
                 cond_reacquire: rng.below(5),
                 util_pct: rng.below(10_000) as f64 / 100.0,
@@ -148,4 +149,41 @@ fn corrupt_and_truncated_profiles_are_one_line_errors() {
             }
         }
     }
+}
+
+#[test]
+fn merging_by_name_keeps_every_lock_and_acquisition() {
+    let mut rng = Rng(0x9abc_def0);
+    for case in 0..300 {
+        let mut original = random_profile(&mut rng);
+        // Few names, so that rows meet.
+        for lock in &mut original.locks {
+            lock.name = ["a", "b"][rng.below(2) as usize].to_string();
+        }
+        let merged = original.merged_by_name();
+        let mut groups: Vec<(String, Kind)> = original.locks.iter().map(|l| (l.name.clone(), l.kind)).collect();
+        groups.sort_by(|a, b| (a.0.as_str(), a.1 as u8).cmp(&(b.0.as_str(), b.1 as u8)));
+        groups.dedup();
+        assert_eq!(merged.locks.len(), groups.len(), "case {case}: one row per name and kind");
+        for row in &merged.locks {
+            let of = original.locks.iter().filter(|l| l.name == row.name && l.kind == row.kind);
+            assert_eq!(row.locks, of.clone().map(|l| l.locks).sum::<u64>(), "case {case}: locks");
+            assert_eq!(row.counters.acquisitions, of.map(|l| l.counters.acquisitions).sum::<u64>(), "case {case}");
+        }
+    }
+}
+
+#[test]
+fn a_profile_written_before_rows_counted_locks_reads_one_lock_per_row() {
+    let mut rng = Rng(7);
+    let mut original = random_profile(&mut rng);
+    while original.locks.is_empty() {
+        original = random_profile(&mut rng);
+    }
+    let mut json: serde_json::Value = serde_json::from_str(&original.to_json()).unwrap();
+    for lock in json["locks"].as_array_mut().unwrap() {
+        lock.as_object_mut().unwrap().remove("locks");
+    }
+    let old = Profile::from_json(&json.to_string(), "old").unwrap();
+    assert!(old.locks.iter().all(|l| l.locks == 1));
 }

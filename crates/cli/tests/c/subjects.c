@@ -231,6 +231,39 @@ static int malloc_term(void) {
     return 0;
 }
 
+/* churn N: N objects, each with a mutex initialised by one line, used
+ * twice and destroyed with its object (malloc reuses a few addresses);
+ * then late_lock taken 3 times. */
+pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void take_late_lock(void) {
+    for (int i = 0; i < 3; i++) { pthread_mutex_lock(&late_lock); pthread_mutex_unlock(&late_lock); }
+}
+
+static int churn(int n) {
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_t *m = malloc(sizeof *m * (1 + i % 5));
+        pthread_mutex_init(m, NULL);
+        for (int j = 0; j < 2; j++) { pthread_mutex_lock(m); pthread_mutex_unlock(m); }
+        pthread_mutex_destroy(m);
+        free(m);
+    }
+    take_late_lock();
+    return 0;
+}
+
+/* many N: N mutexes alive together, each used once; then late_lock. */
+static int many(int n) {
+    pthread_mutex_t *m = calloc(n, sizeof *m);
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_init(&m[i], NULL);
+        pthread_mutex_lock(&m[i]);
+        pthread_mutex_unlock(&m[i]);
+    }
+    take_late_lock();
+    return 0;
+}
+
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
  * interrupt: ^C to itself, exit 3 only if it survives. */
@@ -248,12 +281,14 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "malloc_term")) return malloc_term();
+    if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]));
+    if (!strcmp(mode, "many") && argc > 2) return many(atoi(argv[2]));
     pthread_mutex_lock(&status_lock);
     pthread_mutex_unlock(&status_lock);
     if (!strcmp(mode, "status")) return atoi(argv[2]);
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|status N|abort|quick_exit|interrupt\n");
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|churn N|many N|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

@@ -18,7 +18,7 @@ use lockmeter_locks::clock::cycles;
 use lockmeter_stats::histogram::bin_of;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
-use table::{LockRecord, ThreadBlock, ThreadLock, Tables, HIST_BINS, INIT_SEEN, RETIRED};
+use table::{LockRecord, ThreadBlock, ThreadLock, Tables, HIST_BINS, RETIRED};
 
 /// What a lock record is of (stored in the record, reported as `kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +103,7 @@ fn start() -> Option<&'static Profiler> {
     }
     let settings = output::Settings::from_env();
     if let Some(settings) = settings {
-        if let Some(profiler) = Profiler::new(settings.frames) {
+        if let Some(profiler) = Profiler::new(settings.frames, settings.max_locks) {
             output::arm(settings);
             PROFILER.store(Box::into_raw(Box::new(profiler)), Release);
         }
@@ -117,7 +117,7 @@ fn start() -> Option<&'static Profiler> {
 /// After `fork`, in the child: a fresh profiler of the child alone.
 pub fn restart_in_child() {
     if let Some(old) = active() {
-        if let Some(fresh) = Profiler::new(old.frames) {
+        if let Some(fresh) = Profiler::new(old.frames, old.tables.lock_slots()) {
             PROFILER.store(Box::into_raw(Box::new(fresh)), Release);
         }
     }
@@ -236,9 +236,9 @@ fn nested_recursive_hold(address: usize) -> bool {
 }
 
 impl Profiler {
-    fn new(frames: usize) -> Option<Profiler> {
+    fn new(frames: usize, max_locks: usize) -> Option<Profiler> {
         Some(Profiler {
-            tables: Tables::new()?,
+            tables: Tables::new(max_locks)?,
             start_cycles: cycles(),
             start_ns: monotonic_ns(),
             frames,
@@ -520,10 +520,7 @@ impl Profiler {
     /// A lock is initialised at call site `pc`: that site names it.
     pub fn initialised(&self, kind: Kind, address: usize, pc: usize) {
         self.retire(address);
-        if let Some((_, record)) = self.record(kind, address, pc) {
-            record.first_site.store(pc, Relaxed);
-            record.flags.fetch_or(INIT_SEEN, Relaxed);
-        }
+        self.tables.initialised(address, kind as u32, pc);
     }
 
     /// What recording adds to one uncontended lock+unlock: `pairs` of

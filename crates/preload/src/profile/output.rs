@@ -6,7 +6,7 @@
 
 use super::stacks;
 use super::symbols::Symbolizer;
-use super::table::{SideCounters, Tables, ThreadBlock, HIST_BINS};
+use super::table::{self, SideCounters, Tables, ThreadBlock, HIST_BINS};
 use super::{active, Kind, Profiler, EXCLUSIVE, SHARED};
 use lockmeter_locks::clock;
 use lockmeter_stats::profile::{self, Counters, Durations, Health, LockProfile, Profile, Role, SiteProfile, StackProfile};
@@ -28,6 +28,8 @@ pub struct Settings {
     pub dump_signal: Option<libc::c_int>,
     /// How long a program dying of a signal may spend writing its profile.
     pub dying_write: Duration,
+    /// Locks the tables track at once.
+    pub max_locks: usize,
 }
 
 /// The default of `Settings::dying_write`: writing a profile takes well
@@ -86,7 +88,14 @@ impl Settings {
             .transpose()
             .unwrap_or_else(|bad| fatal(&format!("LOCKMETER_DYING_WRITE: {bad:?} is not a duration like 10s")))
             .unwrap_or(DYING_WRITE);
-        Some(Settings { output, frames: frames.min(stacks::MAX_FRAMES), interval, dump_signal, dying_write })
+        let max_locks = env("LOCKMETER_MAX_LOCKS")
+            .map(|n| n.parse::<usize>().ok().filter(|&n| (1..=table::MAX_MAX_LOCKS).contains(&n)).ok_or(n))
+            .transpose()
+            .unwrap_or_else(|bad| {
+                fatal(&format!("LOCKMETER_MAX_LOCKS: {bad:?} is not a number of locks from 1 to {}", table::MAX_MAX_LOCKS))
+            })
+            .unwrap_or(table::DEFAULT_MAX_LOCKS);
+        Some(Settings { output, frames: frames.min(stacks::MAX_FRAMES), interval, dump_signal, dying_write, max_locks })
     }
 }
 
@@ -543,7 +552,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         let first = record.first_site.load(Relaxed);
         let name = symbols.data(address).unwrap_or_else(|| {
             let site = code(first);
-            let origin = if record.flags.load(Relaxed) & super::table::INIT_SEEN != 0 { "" } else { " (first use)" };
+            let origin = if record.flags.load(Relaxed) & table::INIT_SEEN != 0 { "" } else { " (first use)" };
             let line = match (&site.file, site.line) {
                 (Some(file), Some(line)) => format!(" ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
                 _ => String::new(),
@@ -572,6 +581,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             kind: profile_kind,
             address: format!("{address:#x}"),
             generation: record.generation.load(Relaxed),
+            locks: 1 + u64::from(record.later_lifetimes.load(Relaxed)),
             cond_reacquire: exclusive_sum.cond_reacquire,
             counters: total,
             util_pct: if duration_ns > 0 { 100.0 * util_base as f64 / duration_ns as f64 } else { 0.0 },
@@ -591,10 +601,26 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             "no pthread lock or semaphore was used: Rust std, Go and glibc-internal locks do not go through pthread calls".to_string(),
         );
     }
-    let dropped = h.dropped.load(Relaxed) + stacks::DROPPED.load(Relaxed);
-    if dropped > 0 {
-        warnings.push(format!("{dropped} operations were not recorded: a table was full"));
+    let (unrecorded, unsited, unstacked) =
+        (h.lock_table_full.load(Relaxed), h.site_table_full.load(Relaxed), stacks::DROPPED.load(Relaxed));
+    if unrecorded > 0 {
+        warnings.push(format!(
+            "{unrecorded} operations were not recorded: their locks found the table of {} locks full; \
+             raise it with --max-locks (LOCKMETER_MAX_LOCKS)",
+            tables.lock_slots()
+        ));
     }
+    if unsited > 0 {
+        warnings.push(format!(
+            "{unsited} operations were recorded without their call site: the table of {} sites was full; \
+             raise it with --max-locks (LOCKMETER_MAX_LOCKS)",
+            tables.site_slots()
+        ));
+    }
+    if unstacked > 0 {
+        warnings.push(format!("{unstacked} contended acquisitions' stacks were not kept: the stack table was full"));
+    }
+    let dropped = unrecorded + unsited + unstacked;
     Profile {
         format: profile::FORMAT.to_string(),
         version: profile::VERSION,
@@ -612,10 +638,10 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             events,
             dropped,
             lock_slots_used: h.locks_used.load(Relaxed),
-            lock_slots: super::table::LOCK_SLOTS as u64,
+            lock_slots: tables.lock_slots() as u64,
             lock_collisions: h.lock_collisions.load(Relaxed),
             site_slots_used: h.sites_used.load(Relaxed),
-            site_slots: super::table::SITE_SLOTS as u64,
+            site_slots: tables.site_slots() as u64,
             site_collisions: h.site_collisions.load(Relaxed),
             overhead_ns_per_pair: overhead,
             overhead_estimate_ns: (overhead * pairs as f64) as u64,
@@ -630,7 +656,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
 /// lookup, about 2 ns more).
 fn overhead_ns_per_pair() -> f64 {
     static SCRATCH: OnceLock<Option<Profiler>> = OnceLock::new();
-    let Some(scratch) = SCRATCH.get_or_init(|| Profiler::new(0)) else { return 0.0 };
+    let Some(scratch) = SCRATCH.get_or_init(|| Profiler::new(0, 64)) else { return 0.0 };
     let mut mutex: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
     let address = &mut mutex as *mut libc::pthread_mutex_t as usize;
     let mut rounds: Vec<f64> = (0..5).map(|_| scratch.time_recording(address, 20_000)).collect();

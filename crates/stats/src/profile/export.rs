@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 const CSV_HEADER: &str = "pid,program,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
-wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct";
+wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct,locks";
 
 fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n']) {
@@ -28,7 +28,7 @@ pub fn to_csv(profile: &Profile) -> String {
             let known = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3}",
+                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{}",
                 profile.pid,
                 csv_field(&profile.program),
                 csv_field(&lock.name),
@@ -51,6 +51,7 @@ pub fn to_csv(profile: &Profile) -> String {
                 c.hold_ns.mean,
                 c.hold_ns.max,
                 c.delay_ns,
+                lock.locks,
             );
         };
         row("lock", "", "", String::new(), &lock.counters, lock.util_pct);

@@ -188,6 +188,12 @@ pub struct LockProfile {
     /// How many earlier locks lived at this address (destroyed, then a new
     /// one initialised there): their rows are separate.
     pub generation: u32,
+    /// How many locks the row stands for: a lock destroyed and initialised
+    /// again at its address by the same call site continues the row of the
+    /// one before (objects allocated and freed over and over), and
+    /// `--merge` sums them; 1 for a single lock.
+    #[serde(default = "one_lock")]
+    pub locks: u64,
     /// The whole lock (for an rwlock, read and write together).
     #[serde(flatten)]
     pub counters: Counters,
@@ -211,6 +217,10 @@ pub struct LockProfile {
     /// Stacks of contended acquisitions (only with `--frames N`).
     #[serde(default)]
     pub stacks: Vec<StackProfile>,
+}
+
+fn one_lock() -> u64 {
+    1
 }
 
 /// Whether a call-site row counts waiting there or holding from there.
@@ -261,7 +271,8 @@ pub struct StackProfile {
 pub struct Health {
     /// Lock operations observed.
     pub events: u64,
-    /// Operations not recorded because a table was full.
+    /// Operations not recorded, recorded without their call site, or whose
+    /// stack was not kept, because a table was full (`warnings` says which).
     pub dropped: u64,
     /// Lock table: slots used, of capacity, and inserts that probed past
     /// their home slot.
@@ -336,15 +347,15 @@ impl Profile {
 impl Profile {
     /// The profile with locks of the same name and kind folded into one
     /// row each (a lock array, or one lock per object made at one place):
-    /// counters, histograms and call sites summed, the name suffixed with
-    /// how many locks it stands for.
+    /// counters, histograms and call sites summed, `locks` saying how many
+    /// locks the row stands for.
     pub fn merged_by_name(&self) -> Profile {
-        let mut merged: Vec<(LockProfile, usize)> = Vec::new();
+        let mut merged: Vec<LockProfile> = Vec::new();
         for lock in &self.locks {
-            match merged.iter_mut().find(|(m, _)| m.name == lock.name && m.kind == lock.kind) {
-                None => merged.push((lock.clone(), 1)),
-                Some((into, count)) => {
-                    *count += 1;
+            match merged.iter_mut().find(|m| m.name == lock.name && m.kind == lock.kind) {
+                None => merged.push(lock.clone()),
+                Some(into) => {
+                    into.locks += lock.locks;
                     into.counters.merge(&lock.counters);
                     into.cond_reacquire += lock.cond_reacquire;
                     into.util_pct += lock.util_pct;
@@ -369,16 +380,7 @@ impl Profile {
                 }
             }
         }
-        let locks = merged
-            .into_iter()
-            .map(|(mut lock, count)| {
-                if count > 1 {
-                    lock.name = format!("{} [{count} locks]", lock.name);
-                }
-                lock
-            })
-            .collect();
-        Profile { locks, ..self.clone() }
+        Profile { locks: merged, ..self.clone() }
     }
 }
 

@@ -89,7 +89,8 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
 
 fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: &TableOptions) {
     let generation = if lock.generation > 0 { format!(" #{}", lock.generation + 1) } else { String::new() };
-    let name = format!("{}{generation} ({})", lock.name, lock.kind.name());
+    let many = if lock.locks > 1 { format!(" [{} locks]", lock.locks) } else { String::new() };
+    let name = format!("{}{generation}{many} ({})", lock.name, lock.kind.name());
     // UTIL is the profile's own (for an rwlock, the write side's: read
     // holds overlap, and their sum can exceed the run).
     let lock_columns = Columns { util_pct: lock.util_pct, ..columns(&lock.counters, duration_ns, false) };
