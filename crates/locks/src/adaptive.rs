@@ -457,6 +457,20 @@ impl<R: Recorder> RawAdaptive<R> {
         !is_free(self.word.load(Ordering::Relaxed))
     }
 
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, tid: u32) {
+        self.spinner.store(0, Ordering::Relaxed);
+        self.handoff.store(0, Ordering::Relaxed);
+        self.word.store(tid & OWNER_MASK, Ordering::Release);
+    }
+
     /// The holder's kernel thread id, if held.
     pub fn owner(&self) -> Option<u32> {
         let owner = self.word.load(Ordering::Relaxed) & OWNER_MASK;

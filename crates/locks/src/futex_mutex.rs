@@ -99,6 +99,18 @@ impl<R: Recorder> RawFutex<R> {
     pub fn is_locked(&self) -> bool {
         self.word.load(Ordering::Relaxed) != UNLOCKED
     }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, _tid: u32) {
+        self.word.store(LOCKED, Ordering::Release);
+    }
 }
 
 #[cfg(not(loom))]

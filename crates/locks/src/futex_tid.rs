@@ -114,6 +114,23 @@ impl<R: Recorder> RawFutexTid<R> {
     pub fn is_locked(&self) -> bool {
         self.word.load(Ordering::Relaxed) != 0
     }
+
+    /// The holder's kernel thread id, if held.
+    pub fn owner(&self) -> Option<u32> {
+        Some(self.word.load(Ordering::Relaxed) & !WAITERS).filter(|&tid| tid != 0)
+    }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, tid: u32) {
+        self.word.store(tid, Ordering::Release);
+    }
 }
 
 #[cfg(not(loom))]

@@ -172,6 +172,27 @@ impl<R: Recorder> RawMcs<R> {
     pub fn is_locked(&self) -> bool {
         !self.tail.load(Ordering::Relaxed).is_null()
     }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, _tid: u32) {
+        // The holder's node is the forking thread's, in memory the child
+        // has a copy of; the nodes queued behind it are gone threads'.
+        let mut node = self.holder.load(Ordering::Relaxed);
+        if node.is_null() || self.tail.load(Ordering::Relaxed).is_null() {
+            node = node_pool::take();
+            self.holder.store(node, Ordering::Relaxed);
+        }
+        // SAFETY: the holder's node, which nobody else reaches now.
+        unsafe { (*node).next.store(ptr::null_mut(), Ordering::Relaxed) };
+        self.tail.store(node, Ordering::Release);
+    }
 }
 
 /// The per-thread free list of queue nodes.

@@ -148,6 +148,25 @@ impl<R: Recorder> RawPi<R> {
     pub fn is_locked(&self) -> bool {
         self.word.load(Ordering::Relaxed) & libc::FUTEX_TID_MASK != 0
     }
+
+    /// The holder's kernel thread id, if held.
+    pub fn owner(&self) -> Option<u32> {
+        Some(self.word.load(Ordering::Relaxed) & libc::FUTEX_TID_MASK).filter(|&tid| tid != 0)
+    }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, tid: u32) {
+        // The kernel reads the owner from the word: FUTEX_UNLOCK_PI from
+        // any other id would be refused.
+        self.word.store(tid & libc::FUTEX_TID_MASK, Ordering::Release);
+    }
 }
 
 impl<R: Recorder> Default for RawPi<R> {

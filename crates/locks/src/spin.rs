@@ -146,6 +146,19 @@ impl<R: Recorder> RawSpin<R> {
     pub fn is_locked(&self) -> bool {
         self.word.load(Ordering::Relaxed) != 0
     }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, _tid: u32) {
+        self.hungry.store(0, Ordering::Relaxed);
+        self.word.store(1, Ordering::Release);
+    }
 }
 
 #[cfg(not(loom))]

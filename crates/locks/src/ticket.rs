@@ -453,6 +453,21 @@ impl<R: Recorder> RawTicket<R> {
     pub fn is_locked(&self) -> bool {
         self.next_ticket.load(Ordering::Relaxed) & TICKET_MASK != self.now_serving()
     }
+
+    /// Forgets every waiter and leaves the lock held by thread `tid`: for a
+    /// child of `fork`, where the thread that forked keeps the locks it
+    /// held (`tid` is its id in the child) and the other threads the state
+    /// names do not exist.
+    ///
+    /// # Safety
+    /// No other thread may use the lock during the call, and `tid` is to
+    /// unlock it.
+    pub unsafe fn reset_to_held_by(&self, _tid: u32) {
+        // Ticket 0 served and held; nobody in line, parked or at the gate.
+        self.serving.store(0, Ordering::Relaxed);
+        self.gate.store(0, Ordering::Relaxed);
+        self.next_ticket.store(1, Ordering::Release);
+    }
 }
 
 /// One futex slot of the waiting array.

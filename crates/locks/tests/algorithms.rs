@@ -26,7 +26,11 @@ fn exclusion<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u6
 /// As `exclusion`, with the holder yielding its CPU inside the critical
 /// section every `yield_every` acquisitions (waiters then queue and park).
 fn exclusion_yielding<L: RawMutex + Send + Sync + 'static>(threads: usize, per_thread: u64, yield_every: u64) {
-    let shared = Arc::new(Shadow { lock: L::INIT, count: UnsafeCell::new(0) });
+    exclusion_on(Arc::new(Shadow { lock: L::INIT, count: UnsafeCell::new(0) }), threads, per_thread, yield_every);
+}
+
+/// As `exclusion_yielding`, on a lock made elsewhere, its count at 0.
+fn exclusion_on<L: RawMutex + Send + Sync + 'static>(shared: Arc<Shadow<L>>, threads: usize, per_thread: u64, yield_every: u64) {
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
@@ -215,24 +219,7 @@ algorithm_tests!(any_default_adaptive, AnyMutex, timed = false);
 fn any_mutex_every_algorithm() {
     for algorithm in Algorithm::ALL {
         let shared = Arc::new(Shadow { lock: AnyMutex::new(algorithm), count: UnsafeCell::new(0) });
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let shared = shared.clone();
-                std::thread::spawn(move || {
-                    for _ in 0..2_000 {
-                        shared.lock.lock();
-                        unsafe {
-                            *shared.count.get() += 1;
-                            shared.lock.unlock();
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(unsafe { *shared.count.get() }, 8_000, "{algorithm}");
+        exclusion_on(shared.clone(), 4, 2_000, u64::MAX);
         shared.lock.lock();
         let other = shared.clone();
         let timed_out = std::thread::spawn(move || !other.lock.lock_until(Instant::now() + Duration::from_millis(20)))
@@ -244,3 +231,38 @@ fn any_mutex_every_algorithm() {
         unsafe { shared.lock.unlock() };
     }
 }
+
+/// `reset_to_held_by`, as a child of `fork` uses it: a lock its holder
+/// left held (that thread is gone) becomes held by this thread, which
+/// others find taken until it unlocks; then the lock works as ever.
+macro_rules! reset_to_held_tests {
+    ($($name:ident: $raw:ty),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                let shared = Arc::new(Shadow { lock: <$raw>::new(), count: UnsafeCell::new(0) });
+                let holder = shared.clone();
+                std::thread::spawn(move || holder.lock.lock()).join().unwrap();
+                // SAFETY: no other thread uses the lock, and this one unlocks it.
+                unsafe { shared.lock.reset_to_held_by(current_tid()) };
+                assert!(shared.lock.is_locked());
+                let other = shared.clone();
+                assert!(!std::thread::spawn(move || other.lock.try_lock()).join().unwrap(), "taken by this thread");
+                // SAFETY: held by this thread.
+                unsafe { shared.lock.unlock() };
+                assert!(!shared.lock.is_locked());
+                exclusion_on(shared, 4, 2_000, u64::MAX);
+            }
+        )*
+    };
+}
+
+reset_to_held_tests!(
+    adaptive_reset_to_held: RawAdaptive,
+    futex_reset_to_held: RawFutex,
+    futex_tid_reset_to_held: RawFutexTid,
+    pi_reset_to_held: RawPi,
+    ticket_reset_to_held: RawTicket,
+    mcs_reset_to_held: RawMcs,
+    spin_reset_to_held: RawSpin,
+);

@@ -284,6 +284,41 @@ static void fork_with_held_locks(void) {
     pthread_join(t, NULL);
 }
 
+/* fork while this thread holds locks: in the child they are still held,
+ * by the child's thread (the replica of the one that forked): another
+ * thread of the child finds them taken until it releases the normal one.
+ * (glibc's recursive and error-checking mutexes keep the parent's thread
+ * id, so the child cannot release those: only their being taken is
+ * checked.) A mutex released before the fork is free in the child. */
+static pthread_mutex_t held_normal = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t held_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t held_errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static void fork_holding_locks(void) {
+    EQ(pthread_mutex_lock(&held_normal), 0);
+    EQ(pthread_mutex_lock(&held_recursive), 0);
+    EQ(pthread_mutex_lock(&held_recursive), 0);
+    EQ(pthread_mutex_lock(&held_errorcheck), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int failed = 0;
+        if (on_other_thread(try_it, &held_normal) != EBUSY) failed |= 1;
+        if (on_other_thread(try_it, &held_recursive) != EBUSY) failed |= 2;
+        if (on_other_thread(try_it, &held_errorcheck) != EBUSY) failed |= 4;
+        if (pthread_mutex_unlock(&held_normal) != 0) failed |= 8;
+        if (on_other_thread(try_it, &held_normal) != 0) failed |= 16;
+        /* Released before the fork (many times, by several threads). */
+        if (on_other_thread(try_it, &static_adaptive) != 0) failed |= 32;
+        _exit(failed);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's copies of held locks (failures %d)", WEXITSTATUS(status));
+    EQ(pthread_mutex_unlock(&held_errorcheck), 0);
+    EQ(pthread_mutex_unlock(&held_recursive), 0);
+    EQ(pthread_mutex_unlock(&held_recursive), 0);
+    EQ(pthread_mutex_unlock(&held_normal), 0);
+}
+
 /* Robust, PI and process-shared objects stay glibc's, next to served ones. */
 static pthread_mutex_t robust;
 static int die_holding(void *arg) { (void)arg; return pthread_mutex_lock(&robust); }
@@ -471,6 +506,7 @@ int main(void) {
     timed_waits();
     cancellation();
     fork_with_held_locks();
+    fork_holding_locks();
     passthrough_objects();
     destroy_after_broadcast();
     owner_dies_during_condvar_wait();

@@ -10,8 +10,11 @@
 //! 16..20  the type: 0 normal, 1 recursive, 2 errorcheck, 3 adaptive; this
 //!         is where glibc keeps `__kind`, so PTHREAD_MUTEX_INITIALIZER and
 //!         its recursive / errorcheck / adaptive variants need no init call
-//! 20..24  owner's tid (recursive and errorcheck)
+//! 20..24  owner's tid (recursive, errorcheck and adaptive types)
 //! 24..28  recursion depth
+//! 28..32  fork generation (see `mutex::refresh`)
+//! 32..40  the holder's pthread_self() (normal type, algorithms whose lock
+//!         word does not name the owner)
 //! ```
 //!
 //! Mutexes that are robust, priority-inheritance, priority-protect or
@@ -70,10 +73,10 @@ fn decide() -> Option<Algorithm> {
 
 /// Called by the library's constructor (registering allocates, so not
 /// from `decide`): a child of `fork` starts a new generation of served
-/// mutexes.
+/// mutexes, which needs to know the thread that forked.
 pub fn register_fork_handler() {
     if algorithm().is_some() {
         // SAFETY: registers a plain extern "C" function.
-        unsafe { libc::pthread_atfork(None, None, Some(mutex::forked)) };
+        unsafe { libc::pthread_atfork(Some(mutex::forking), None, Some(mutex::forked)) };
     }
 }
