@@ -72,6 +72,34 @@ fn every_algorithm_serves_pthreads_conformantly() {
 }
 
 #[test]
+fn a_child_forked_before_any_lock_holds_its_locks_under_its_own_id() {
+    // The forking thread's id was once read through the thread-id cache in
+    // the fork's prepare handler; a first read there registers a handler
+    // that this fork does not run, and the child kept the parent's id:
+    // under `pi` its lock word named the parent, and its unlock aborted.
+    for algorithm in ALGORITHMS {
+        let mut child = Command::new(subjects())
+            .arg("fork_first")
+            .env("LD_PRELOAD", library())
+            .env("LOCKMETER_LOCK", algorithm)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{algorithm}: the child hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(status.success(), "{algorithm}: {status}");
+    }
+}
+
+#[test]
 fn lockmeter_run_lock_serves_and_profiles() {
     let dir = scratch("run");
     let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))

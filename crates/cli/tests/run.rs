@@ -124,17 +124,20 @@ fn a_heap_lock_is_named_by_its_init_site_and_a_reused_address_is_a_new_lock() {
 fn locks_destroyed_and_made_again_at_one_line_continue_one_row() {
     // 20,000 objects, each with its own mutex, malloc'ed and freed: before,
     // each lifetime took a record, the addresses malloc reuses filled
-    // their probe sequences, and operations went unrecorded.
-    let (output, profile) = profile(&["churn", "20000"]);
-    assert!(output.status.success());
-    assert_eq!(profile.health.dropped, 0, "{:?}", profile.health.warnings);
-    let rows: Vec<&LockProfile> = profile.used_locks().filter(|l| l.name.starts_with("heap@churn+0x")).collect();
-    assert!(!rows.is_empty() && rows.len() <= 16, "a row per address malloc reused, not per object: {}", rows.len());
-    assert_eq!(rows.iter().map(|l| l.locks).sum::<u64>(), 20_000);
-    assert_eq!(rows.iter().map(|l| l.counters.acquisitions).sum::<u64>(), 40_000);
-    assert_eq!(lock(&profile, "late_lock").counters.acquisitions, 3);
-    let table = render_table(&profile, &TableOptions::default());
-    assert!(table.contains(&format!("[{} locks] (mutex)", rows[0].locks)), "{table}");
+    // their probe sequences, and operations went unrecorded. Named by
+    // their init call, or (statically initialised) by their first use.
+    for mode in ["churn", "churn_static"] {
+        let (output, profile) = profile(&[mode, "20000"]);
+        assert!(output.status.success());
+        assert_eq!(profile.health.dropped, 0, "{mode}: {:?}", profile.health.warnings);
+        let rows: Vec<&LockProfile> = profile.used_locks().filter(|l| l.name.starts_with("heap@churn+0x")).collect();
+        assert!(!rows.is_empty() && rows.len() <= 16, "{mode}: a row per address malloc reused, not per object: {}", rows.len());
+        assert_eq!(rows.iter().map(|l| l.locks).sum::<u64>(), 20_000, "{mode}");
+        assert_eq!(rows.iter().map(|l| l.counters.acquisitions).sum::<u64>(), 40_000, "{mode}");
+        assert_eq!(lock(&profile, "late_lock").counters.acquisitions, 3, "{mode}");
+        let table = render_table(&profile, &TableOptions::default());
+        assert!(table.contains(&format!("[{} locks] (mutex)", rows[0].locks)), "{table}");
+    }
 }
 
 #[test]
@@ -168,6 +171,23 @@ fn max_locks_sets_how_many_locks_are_tracked_at_once() {
     assert_eq!(large.health.dropped, 0, "{:?}", large.health.warnings);
     assert_eq!(large.used_locks().count(), 3001);
     assert_eq!(lock(&large, "late_lock").counters.acquisitions, 3);
+
+    // Counters that cannot be mapped (1.5 GB a thread at the most locks,
+    // against 1 GB of address space) are said, not silently missing.
+    let dir = scratch("many-ulimit");
+    let file = dir.join("profile.json");
+    let script = format!(
+        "ulimit -v 1000000 && exec {} run --max-locks 1048576 --format json -o {} -- {} many 100",
+        env!("CARGO_BIN_EXE_lockmeter"),
+        file.display(),
+        subjects().display()
+    );
+    let output = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let limited = Profile::load(&file).unwrap();
+    assert_eq!(limited.health.dropped, 206, "100 locks and late_lock's 3, each locked and unlocked");
+    assert!(limited.health.warnings.iter().any(|w| w.contains("could not be mapped")), "{:?}", limited.health.warnings);
+    assert!(!limited.health.warnings.iter().any(|w| w.contains("no pthread lock")), "{:?}", limited.health.warnings);
 
     let output = lockmeter().args(["run", "--max-locks", "0", "--"]).arg(subjects()).arg("hold").output().unwrap();
     assert_eq!(output.status.code(), Some(2));

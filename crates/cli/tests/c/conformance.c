@@ -289,7 +289,8 @@ static void fork_with_held_locks(void) {
  * thread of the child finds them taken until it releases the normal one.
  * (glibc's recursive and error-checking mutexes keep the parent's thread
  * id, so the child cannot release those: only their being taken is
- * checked.) A mutex released before the fork is free in the child. */
+ * checked.) A mutex released before the fork is free in the child; one
+ * held across two forks is held in the grandchild too. */
 static pthread_mutex_t held_normal = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t held_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static pthread_mutex_t held_errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
@@ -304,6 +305,11 @@ static void fork_holding_locks(void) {
         if (on_other_thread(try_it, &held_normal) != EBUSY) failed |= 1;
         if (on_other_thread(try_it, &held_recursive) != EBUSY) failed |= 2;
         if (on_other_thread(try_it, &held_errorcheck) != EBUSY) failed |= 4;
+        /* And in a child of the child, still held. */
+        pid_t grandchild = fork();
+        if (grandchild == 0) _exit(on_other_thread(try_it, &held_normal) == EBUSY ? 0 : 1);
+        int status;
+        if (waitpid(grandchild, &status, 0) != grandchild || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed |= 64;
         if (pthread_mutex_unlock(&held_normal) != 0) failed |= 8;
         if (on_other_thread(try_it, &held_normal) != 0) failed |= 16;
         /* Released before the fork (many times, by several threads). */
@@ -317,6 +323,33 @@ static void fork_holding_locks(void) {
     EQ(pthread_mutex_unlock(&held_recursive), 0);
     EQ(pthread_mutex_unlock(&held_recursive), 0);
     EQ(pthread_mutex_unlock(&held_normal), 0);
+}
+
+/* Two threads fork at once, each holding its own mutex: each child must
+ * find its forking thread's mutex held (taken for another thread). */
+static pthread_mutex_t fork_own[2] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+static pthread_barrier_t fork_together;
+static int forks_gone_wrong;
+static void *fork_holding_own(void *arg) {
+    int me = (int)(long)arg;
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&fork_own[me]);
+        pthread_barrier_wait(&fork_together);
+        pid_t pid = fork();
+        if (pid == 0) _exit(on_other_thread(try_it, &fork_own[me]) == EBUSY ? 0 : 1);
+        int status;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            __atomic_fetch_add(&forks_gone_wrong, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&fork_own[me]);
+    }
+    return arg;
+}
+static void forks_at_once(void) {
+    pthread_barrier_init(&fork_together, NULL, 2);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, fork_holding_own, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    CHECK(forks_gone_wrong == 0, "%d of 400 children found their forking thread's mutex free", forks_gone_wrong);
 }
 
 /* Robust, PI and process-shared objects stay glibc's, next to served ones. */
@@ -507,6 +540,7 @@ int main(void) {
     cancellation();
     fork_with_held_locks();
     fork_holding_locks();
+    forks_at_once();
     passthrough_objects();
     destroy_after_broadcast();
     owner_dies_during_condvar_wait();

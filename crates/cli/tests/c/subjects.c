@@ -233,17 +233,23 @@ static int malloc_term(void) {
 
 /* churn N: N objects, each with a mutex initialised by one line, used
  * twice and destroyed with its object (malloc reuses a few addresses);
- * then late_lock taken 3 times. */
+ * then late_lock taken 3 times. churn_static N: the same, each mutex
+ * statically initialised (no init call) and first used by one line. */
 pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void take_late_lock(void) {
     for (int i = 0; i < 3; i++) { pthread_mutex_lock(&late_lock); pthread_mutex_unlock(&late_lock); }
 }
 
-static int churn(int n) {
+static int churn(int n, int initialised) {
     for (int i = 0; i < n; i++) {
         pthread_mutex_t *m = malloc(sizeof *m * (1 + i % 5));
-        pthread_mutex_init(m, NULL);
+        if (initialised) {
+            pthread_mutex_init(m, NULL);
+        } else {
+            pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+            *m = fresh;
+        }
         for (int j = 0; j < 2; j++) { pthread_mutex_lock(m); pthread_mutex_unlock(m); }
         pthread_mutex_destroy(m);
         free(m);
@@ -264,6 +270,33 @@ static int many(int n) {
     return 0;
 }
 
+/* fork_first: fork before any lock is taken (a daemon at start-up); the
+ * child holds a lock another of its threads waits for, then releases it:
+ * exit 0 once that thread got it, 1 if the child died. */
+static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *take_first_lock(void *arg) {
+    pthread_mutex_lock(&first_lock);
+    pthread_mutex_unlock(&first_lock);
+    return arg;
+}
+
+static int fork_first(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_mutex_lock(&first_lock);
+        pthread_t t;
+        pthread_create(&t, NULL, take_first_lock, NULL);
+        sleep_ms(100); /* t now waits */
+        pthread_mutex_unlock(&first_lock);
+        pthread_join(t, NULL);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
  * interrupt: ^C to itself, exit 3 only if it survives. */
@@ -281,7 +314,9 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "malloc_term")) return malloc_term();
-    if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]));
+    if (!strcmp(mode, "fork_first")) return fork_first();
+    if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]), 1);
+    if (!strcmp(mode, "churn_static") && argc > 2) return churn(atoi(argv[2]), 0);
     if (!strcmp(mode, "many") && argc > 2) return many(atoi(argv[2]));
     pthread_mutex_lock(&status_lock);
     pthread_mutex_unlock(&status_lock);
@@ -289,6 +324,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|churn N|many N|status N|abort|quick_exit|interrupt\n");
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

@@ -259,7 +259,11 @@ impl Profiler {
 
     #[cold]
     fn claim_block(&self) -> Option<&ThreadBlock> {
-        let block = self.tables.claim_block()?;
+        let Some(block) = self.tables.claim_block() else {
+            // Counted where the operation goes unrecorded, so it shows.
+            self.tables.health.no_thread_block.fetch_add(1, Relaxed);
+            return None;
+        };
         BLOCK.with(|b| b.set(BlockCache { epoch: self.epoch, block }));
         let _ = GUARD.try_with(|g| *g.borrow_mut() = Some(BlockGuard(block, self.epoch)));
         Some(block)

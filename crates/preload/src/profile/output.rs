@@ -596,18 +596,24 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let overhead = overhead_ns_per_pair();
     let pairs: u64 = locks.iter().filter(|l| l.kind != profile::Kind::Cond).map(|l| l.counters.acquisitions).sum();
     let mut warnings = Vec::new();
-    if events == 0 {
-        warnings.push(
-            "no pthread lock or semaphore was used: Rust std, Go and glibc-internal locks do not go through pthread calls".to_string(),
-        );
-    }
-    let (unrecorded, unsited, unstacked) =
-        (h.lock_table_full.load(Relaxed), h.site_table_full.load(Relaxed), stacks::DROPPED.load(Relaxed));
+    let (unrecorded, crowded, unsited, unstacked, blockless) = (
+        h.lock_table_full.load(Relaxed),
+        h.address_crowded.load(Relaxed),
+        h.site_table_full.load(Relaxed),
+        stacks::DROPPED.load(Relaxed),
+        h.no_thread_block.load(Relaxed),
+    );
     if unrecorded > 0 {
         warnings.push(format!(
             "{unrecorded} operations were not recorded: their locks found the table of {} locks full; \
              raise it with --max-locks (LOCKMETER_MAX_LOCKS)",
             tables.lock_slots()
+        ));
+    }
+    if crowded > 0 {
+        warnings.push(format!(
+            "{crowded} operations were not recorded: locks made again and again at one address, \
+             each first used or initialised by a different line, filled that address's records"
         ));
     }
     if unsited > 0 {
@@ -620,7 +626,20 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     if unstacked > 0 {
         warnings.push(format!("{unstacked} contended acquisitions' stacks were not kept: the stack table was full"));
     }
-    let dropped = unrecorded + unsited + unstacked;
+    if blockless > 0 {
+        warnings.push(format!(
+            "{blockless} lock calls were not recorded: their threads' counters ({} KB of address space each) \
+             could not be mapped; lower --max-locks, or raise `ulimit -v`",
+            tables.thread_block_bytes() >> 10
+        ));
+    }
+    let dropped = unrecorded + crowded + unsited + unstacked + blockless;
+    if events == 0 && dropped == 0 {
+        warnings.insert(
+            0,
+            "no pthread lock or semaphore was used: Rust std, Go and glibc-internal locks do not go through pthread calls".to_string(),
+        );
+    }
     Profile {
         format: profile::FORMAT.to_string(),
         version: profile::VERSION,

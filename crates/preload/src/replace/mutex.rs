@@ -84,17 +84,32 @@ static FORK_EPOCH: AtomicU32 = AtomicU32::new(0);
 /// If that thread is gone (a fork caught it mid-reset), a thread of a
 /// later epoch takes the reset over.
 const RESETTING: u32 = 1 << 31;
-/// The id of the thread that forked, in the parent (set as it forks).
+/// In a child of `fork`: the id the thread that forked had in the parent.
 static FORKER_IN_PARENT: AtomicU32 = AtomicU32::new(0);
-/// The same thread's `pthread_self()` (the same in the child).
+/// In a child: that thread's `pthread_self()` (the same in the child).
 static FORKER_THREAD: AtomicU64 = AtomicU64::new(0);
-/// The same thread's id in this child.
+/// In a child: that thread's id here.
 static FORKER_IN_CHILD: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// This thread's id and `pthread_self()` as it forks, for its child.
+    /// Per thread: two threads forking at once run their prepare handlers
+    /// interleaved, and a process-wide record gave 10 of 3,000 children
+    /// the other thread as their forker.
+    static AS_IT_FORKS: Cell<(u32, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The calling thread's id from the kernel. (Not the thread-id cache: its
+/// first use registers a fork handler, and one registered while forking
+/// is not run for that fork, so the child kept the parent's id.)
+fn kernel_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
 
 /// In the parent, as a thread forks: who it is.
 pub extern "C" fn forking() {
-    FORKER_IN_PARENT.store(current_tid(), Relaxed);
-    FORKER_THREAD.store(this_thread(), Relaxed);
+    AS_IT_FORKS.with(|f| f.set((kernel_tid(), this_thread())));
 }
 
 /// The calling thread's `pthread_self()`: one load from the thread
@@ -106,12 +121,14 @@ fn this_thread() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// In the child after `fork`: a new generation.
+/// In the child after `fork` (its one thread is the one that forked): a
+/// new generation.
 pub extern "C" fn forked() {
+    let (in_parent, thread) = AS_IT_FORKS.with(Cell::get);
+    FORKER_IN_PARENT.store(in_parent, Relaxed);
+    FORKER_THREAD.store(thread, Relaxed);
+    FORKER_IN_CHILD.store(kernel_tid(), Relaxed);
     let next = (FORK_EPOCH.load(Relaxed) + 1) & !RESETTING;
-    // The thread-id cache may still hold the parent's id: ask the kernel.
-    // SAFETY: gettid has no preconditions.
-    FORKER_IN_CHILD.store(unsafe { libc::syscall(libc::SYS_gettid) } as u32, Relaxed);
     FORK_EPOCH.store(next, Relaxed);
 }
 
@@ -139,24 +156,30 @@ fn refresh(m: &Served, epoch: u32) {
         }
         if m.epoch.compare_exchange(seen, RESETTING | epoch, Acquire, Relaxed).is_ok() {
             // Last used in the parent, and held there by the thread that
-            // forked (see `holder`). A mutex last used two forks ago is
-            // reset.
-            let algorithm = super::algorithm()
+            // forked (see `held_by_forker`). A mutex last used two forks
+            // ago is reset.
+            let held = super::algorithm()
                 .filter(|&algorithm| seen == epoch.wrapping_sub(1) & !RESETTING && held_by_forker(algorithm, m));
-            for word in &m.state {
-                word.store(0, Relaxed);
-            }
-            if let Some(algorithm) = algorithm {
+            if let Some(algorithm) = held {
                 let forker = FORKER_IN_CHILD.load(Relaxed);
                 // SAFETY: nobody else uses the mutex while its epoch says
                 // RESETTING, and the forking thread is to unlock it.
                 with_lock!(algorithm, m, NoStats, l => l.reset_to_held_by(forker));
-                m.owner.store(forker, Relaxed);
+                // Held by the forking thread as `now_owned` would have it
+                // (a child of this child reads it again).
+                if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+                    m.owner.store(forker, Relaxed);
+                } else if !word_names_owner(algorithm) {
+                    m.holder_thread.store(FORKER_THREAD.load(Relaxed), Relaxed);
+                }
             } else {
+                for word in &m.state {
+                    word.store(0, Relaxed);
+                }
                 m.owner.store(0, Relaxed);
                 m.depth.store(0, Relaxed);
+                m.holder_thread.store(0, Relaxed);
             }
-            m.holder_thread.store(0, Relaxed);
             m.epoch.store(epoch, Release);
             return;
         }
@@ -585,6 +608,27 @@ pub unsafe fn init(m: *mut libc::pthread_mutex_t, kind: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two threads fork at once: their prepare handlers may run before
+    /// either child starts, and each child must still know its own forker.
+    #[test]
+    fn each_child_knows_the_thread_that_forked_it() {
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let (second_done_tx, second_done_rx) = std::sync::mpsc::channel();
+        let first = std::thread::spawn(move || {
+            forking();
+            first_tx.send(()).unwrap();
+            second_done_rx.recv().unwrap();
+            // As in the first thread's child: its handler runs in it.
+            forked();
+            (FORKER_THREAD.load(Relaxed), FORKER_IN_PARENT.load(Relaxed), this_thread(), kernel_tid())
+        });
+        first_rx.recv().unwrap();
+        std::thread::spawn(|| forking()).join().unwrap();
+        second_done_tx.send(()).unwrap();
+        let (forker_thread, forker_tid, thread, tid) = first.join().unwrap();
+        assert_eq!((forker_thread, forker_tid), (thread, tid));
+    }
 
     #[test]
     fn every_algorithm_is_unlocked_when_all_zero() {
