@@ -258,7 +258,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     let title = format!("{title_measure} relative to glibc's locks ({rounds} rounds)");
     match plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, &options.plot) {
         Ok(()) => println!("\nPlot: {}", options.plot.display()),
-        Err(e) => eprintln!("lockmeter: warning: no plot: {e}"),
+        Err(e) => say!("lockmeter: warning: no plot: {e}"),
     }
     Ok(())
 }

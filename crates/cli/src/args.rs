@@ -103,17 +103,56 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
     Ok(List(out))
 }
 
+/// Where an output named by the user goes.
+enum Destination {
+    /// A regular file (to be), written through a temporary file and a
+    /// rename. A symbolic link is followed, so the link stays a link.
+    File(PathBuf),
+    /// A device, pipe or socket (`/dev/stdout`, `/dev/null`), written in
+    /// place: renaming over it would replace it with a file.
+    InPlace(PathBuf),
+}
+
+/// Where `path` leads; the error says why it cannot be an output.
+fn destination(path: &Path) -> Result<Destination, String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err("it is a directory".into()),
+        Ok(meta) if meta.is_file() => Ok(Destination::File(std::fs::canonicalize(path).unwrap_or_else(|_| path.into()))),
+        Ok(_) => Ok(Destination::InPlace(path.into())),
+        Err(_) if path.as_os_str().to_string_lossy().ends_with('/') => Err("it names a directory".into()),
+        // Not there yet; a link to a file not yet written leads to its name.
+        Err(_) => Ok(Destination::File(dangling_link_target(path))),
+    }
+}
+
+/// `path`, or where the chain of symbolic links starting at it points.
+fn dangling_link_target(path: &Path) -> PathBuf {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&current) {
+            Ok(next) => current = current.parent().map_or(next.clone(), |dir| dir.join(&next)),
+            Err(_) => break,
+        }
+    }
+    current
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
-/// reader never sees half a file.
+/// reader never sees half a file (in place for a device or pipe).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let temp = temp_path(path)?;
+    let failed = |e: std::io::Error| format!("writing {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e));
+    let target = match destination(path).map_err(|why| format!("writing {}: {why}", path.display()))? {
+        Destination::InPlace(target) => return std::fs::write(target, bytes).map_err(failed),
+        Destination::File(target) => target,
+    };
+    let temp = temp_path(&target)?;
     std::fs::write(&temp, bytes).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
-        format!("writing {}: {e}", path.display())
+        failed(e)
     })?;
-    std::fs::rename(&temp, path).map_err(|e| {
+    std::fs::rename(&temp, &target).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
-        format!("writing {}: {e}", path.display())
+        failed(e)
     })
 }
 
@@ -125,9 +164,15 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
 
 /// Fails now if [`write_atomically`] could not write `path` later: a
 /// command that runs a program first must not lose its results to a
-/// missing directory once the program has run.
+/// missing directory, or to a directory named as the file, once the
+/// program has run.
 pub fn check_writable(path: &Path) -> Result<(), String> {
-    let temp = temp_path(path)?;
+    let target = match destination(path).map_err(|why| format!("cannot write {}: {why}", path.display()))? {
+        // Opening a pipe to check it would wait for its reader.
+        Destination::InPlace(_) => return Ok(()),
+        Destination::File(target) => target,
+    };
+    let temp = temp_path(&target)?;
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
         Ok(_) => {
             let _ = std::fs::remove_file(&temp);

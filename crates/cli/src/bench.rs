@@ -131,12 +131,12 @@ pub fn run(o: Options) -> Result<(), String> {
 fn draw_plots(report: &Report, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
     if let Some(path) = throughput {
         plot::throughput(report, path)?;
-        eprintln!("lockmeter: wrote {}", path.display());
+        say!("lockmeter: wrote {}", path.display());
     }
     if let Some(path) = histogram {
         let threads = threads.unwrap_or_else(|| report.points.iter().map(|p| p.threads).max().unwrap_or(1));
         plot::histogram(report, threads, path)?;
-        eprintln!("lockmeter: wrote {}", path.display());
+        say!("lockmeter: wrote {}", path.display());
     }
     Ok(())
 }

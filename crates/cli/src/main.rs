@@ -1,5 +1,16 @@
 //! `lockmeter`: measure lock contention, and cure it with better locks.
 
+/// A line on stderr that cannot panic: `eprintln!` panics when stderr is
+/// closed or full, and a lost message must not turn the exit status a
+/// script reads into 101 (`lockmeter run -- CMD 2>&1 | head -1` did, where
+/// CMD's own status was due).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod advise;
 mod args;
 mod bench;
@@ -205,7 +216,7 @@ enum Command {
         #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
         interval: Option<std::time::Duration>,
         /// Track up to N locks alive at once (default 16384, at most 1048576;
-        /// rounded up to a power of two). Operations on locks beyond it are
+        /// rounded up to a power of two, at least 64). Operations on locks beyond it are
         /// not recorded, and the report says how many. A lock destroyed and
         /// initialised again at its address by the same line continues one
         /// row, so only locks alive together count. Each thread reserves
@@ -345,14 +356,16 @@ struct RenderArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: run::Format,
-    /// Order of locks: wait, hold, contended or acquisitions.
+    /// Order of locks (table, csv): wait, hold, contended or acquisitions.
     #[arg(long, default_value = "wait", value_parser = sort_key)]
     sort: lockmeter_stats::profile::SortKey,
-    /// Hide locks that waited less than this in total, e.g. 1ms.
+    /// Hide locks that waited less than this in total, e.g. 1ms (every
+    /// format; json is the whole profile without it).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
     min_wait: std::time::Duration,
-    /// Fold locks of the same name (a lock array, one lock per object
-    /// made at one place) into one row, counters and sites summed.
+    /// Fold locks of the same name (a global array's elements, one lock
+    /// per object made at one place) into one row, counters and sites
+    /// summed; UTIL is the busiest lock's.
     #[arg(long)]
     merge: bool,
 }
@@ -407,10 +420,18 @@ fn main() -> ExitCode {
             // One line, like every other error; --help has the rest.
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("error: invalid arguments").trim_start_matches("error: ");
-            eprintln!("lockmeter: error: {first} (see lockmeter --help)");
+            say!("lockmeter: error: {first} (see lockmeter --help)");
             return ExitCode::from(2);
         }
     };
+    if !matches!(cli.command, Command::Run { .. }) {
+        // A reader that goes away (`lockmeter bench | head`) ends the
+        // command quietly, as it ends other Unix tools. `run` keeps the
+        // signal ignored: it outlives a closed stderr to pass on CMD's
+        // status (its children get the default back at exec).
+        // SAFETY: setting a signal disposition before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Command::Demo { rounds, run, quick, plot } => {
             let settings = if quick {
@@ -455,7 +476,7 @@ fn main() -> ExitCode {
             pin,
             };
             if let Err(message) = bench::validate(&options) {
-                eprintln!("lockmeter: error: {message}");
+                say!("lockmeter: error: {message}");
                 return ExitCode::from(2);
             }
             bench::run(options)
@@ -482,7 +503,7 @@ fn main() -> ExitCode {
             return match run::run(&options) {
                 Ok(code) => code,
                 Err(failure) => {
-                    eprintln!("lockmeter: error: {}", failure.message);
+                    say!("lockmeter: error: {}", failure.message);
                     ExitCode::from(failure.code)
                 }
             };
@@ -503,7 +524,7 @@ fn main() -> ExitCode {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(message) => {
-                    eprintln!("lockmeter: error: {message}");
+                    say!("lockmeter: error: {message}");
                     ExitCode::FAILURE
                 }
             };
@@ -513,7 +534,7 @@ fn main() -> ExitCode {
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
-                    eprintln!("lockmeter: error: {}", failure.message);
+                    say!("lockmeter: error: {}", failure.message);
                     ExitCode::from(failure.code)
                 }
             };
@@ -522,7 +543,7 @@ fn main() -> ExitCode {
             return match run::report(&file, &rendering.rendering(), output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
-                    eprintln!("lockmeter: error: {}", failure.message);
+                    say!("lockmeter: error: {}", failure.message);
                     ExitCode::from(failure.code)
                 }
             };
@@ -537,7 +558,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("lockmeter: error: {message}");
+            say!("lockmeter: error: {message}");
             ExitCode::FAILURE
         }
     }

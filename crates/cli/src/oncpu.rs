@@ -55,7 +55,7 @@ fn group_name(gid: u32) -> String {
 
 pub fn main(action: Action) -> ExitCode {
     let fail = |message: String, code: u8| {
-        eprintln!("lockmeter: error: {message}");
+        say!("lockmeter: error: {message}");
         ExitCode::from(code)
     };
     match action {

@@ -51,6 +51,17 @@ pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, Strin
     } else {
         profile
     };
+    // --sort and --min-wait choose the rows of every text format; JSON
+    // stays the whole profile unless --min-wait leaves locks out.
+    let chosen;
+    let profile = match rendering.format {
+        Format::Table => profile,
+        Format::Json if rendering.min_wait.is_zero() => profile,
+        _ => {
+            chosen = profile.selected(rendering.sort, rendering.min_wait.as_nanos() as u64);
+            &chosen
+        }
+    };
     Ok(match rendering.format {
         Format::Table => {
             let options = TableOptions { sort: rendering.sort, min_wait_ns: rendering.min_wait.as_nanos() as u64, ..TableOptions::default() };
@@ -167,6 +178,7 @@ fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
         }
     }
     match found_not_executable {
+        Some(path) if path.is_dir() => Err(Failure { message: format!("{}: is a directory", path.display()), code: 126 }),
         Some(path) => Err(Failure { message: format!("{}: permission denied (not executable)", path.display()), code: 126 }),
         None => Err(Failure { message: format!("{text}: command not found"), code: 127 }),
     }
@@ -338,7 +350,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     let library = library()?;
     if statically_linked(&path) {
-        eprintln!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
+        say!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
     let scratch = scratch_dir()?;
     let mut command = Command::new(program);
@@ -390,7 +402,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         // switched in before this line: CMD's copy of the preload library
         // naps at start-up until the table has its slot.
         if let Err(e) = program.record_only(root) {
-            eprintln!("lockmeter: warning: --oncpu: {e}");
+            say!("lockmeter: warning: --oncpu: {e}");
         }
         program
     });
@@ -419,10 +431,12 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let status = status.map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
     let profiles = collect(&scratch.0, root);
     if profiles.is_empty() {
-        eprintln!(
-            "lockmeter: warning: {} wrote no profile (statically linked, or it cleared LD_PRELOAD)",
-            program.to_string_lossy()
-        );
+        let why = match status.signal() {
+            // No handler runs on SIGKILL, and the library writes from one.
+            Some(libc::SIGKILL) => "SIGKILL leaves no time to write one",
+            _ => "statically linked, or it cleared LD_PRELOAD",
+        };
+        say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
     }
     // The program has run: a report that cannot be written is an error,
     // but the other processes' reports and the program's status still
@@ -432,17 +446,17 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         match profile {
             Ok(profile) => {
                 if let Err(failure) = emit(profile, options, profile.pid == root) {
-                    eprintln!("lockmeter: error: {}", failure.message);
+                    say!("lockmeter: error: {}", failure.message);
                     unwritten = true;
                 }
             }
-            Err(e) => eprintln!("lockmeter: warning: {e}"),
+            Err(e) => say!("lockmeter: warning: {e}"),
         }
     }
     drop(scratch);
     drop(table); // detaches the program
     if let Some(signal) = status.signal() {
-        eprintln!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
+        say!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
         return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
     }
     match status.code() {

@@ -91,7 +91,7 @@ pub fn torture(options: &Options) -> Result<bool, String> {
     let mut clean = true;
     for outcome in outcomes.iter().filter(|o| o.violation.is_some()) {
         clean = false;
-        eprintln!(
+        say!(
             "lockmeter: torture failed: {} at {} threads (seed {}): {}",
             outcome.lock,
             outcome.threads,

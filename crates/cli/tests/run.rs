@@ -196,6 +196,44 @@ fn max_locks_sets_how_many_locks_are_tracked_at_once() {
 }
 
 #[test]
+fn min_wait_chooses_the_rows_of_csv_and_json_too() {
+    // `rwlock` has one lock, table_lock, waited for 100+ ms.
+    let dir = scratch("rows");
+    let file = dir.join("p.json");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(subjects()).arg("rwlock").output().unwrap();
+    assert!(output.status.success());
+    let csv_locks = |args: &[&str]| {
+        let output = lockmeter().arg("report").arg(&file).args(["--format", "csv"]).args(args).output().unwrap();
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .skip(1)
+            .filter(|l| l.contains(",lock,"))
+            .map(|l| l.split(',').nth(2).unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(csv_locks(&[]), ["table_lock"]);
+    assert_eq!(csv_locks(&["--min-wait", "50ms"]), ["table_lock"]);
+    assert!(csv_locks(&["--min-wait", "10s"]).is_empty());
+    let json = lockmeter().arg("report").arg(&file).args(["--format", "json", "--min-wait", "10s"]).output().unwrap();
+    let json = Profile::from_json(&String::from_utf8_lossy(&json.stdout), "json").unwrap();
+    assert!(json.locks.is_empty(), "JSON honours --min-wait when given");
+}
+
+#[test]
+fn one_long_hold_in_the_sample_does_not_read_as_sixteen() {
+    // The 50 ms hold is the one the 1-in-16 sample times: scaled as 16
+    // holds, the lock read 800 ms held in a run of about 55 ms.
+    let (output, profile) = profile(&["outlier"]);
+    assert!(output.status.success());
+    let lock = lock(&profile, "outlier_lock");
+    assert!(lock.counters.hold_ns.total <= profile.duration_ns, "{} ns held in {} ns", lock.counters.hold_ns.total, profile.duration_ns);
+    assert!(lock.util_pct <= 100.0, "UTIL {}", lock.util_pct);
+    within(lock.counters.hold_ns.max, 45, 150, "HOLD max");
+    within(lock.counters.hold_ns.total, 45, 150, "HOLD total");
+}
+
+#[test]
 fn an_rwlock_has_read_and_write_rows() {
     let (_, profile) = profile(&["rwlock"]);
     let lock = lock(&profile, "table_lock");
@@ -285,6 +323,12 @@ fn an_interrupt_stops_the_program_and_lockmeter_reports() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + 2), "SIGINT as a shell reports it: {stderr}");
     assert!(stderr.contains("written at signal SIGINT") && stderr.contains("status_lock"), "{stderr}");
+
+    // With stderr full, nothing can be said, and the status still comes
+    // through (it was 101: the message about the signal panicked).
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let output = lockmeter().args(["run", "--"]).arg(subjects()).arg("interrupt").stderr(full).output().unwrap();
+    assert_eq!(output.status.code(), Some(128 + 2));
 }
 
 /// `-o` is checked before the program runs, so a run is never lost to a
@@ -304,6 +348,23 @@ fn the_output_file_is_checked_before_the_run() {
         .unwrap();
     one_line_error(&output, 2, "cannot write");
     assert!(!marker.exists(), "the program did not run");
+    // A directory named as the file is refused before the run too.
+    let output = lockmeter().arg("run").arg("-o").arg(&dir).args(["--", "touch"]).arg(&marker).output().unwrap();
+    one_line_error(&output, 2, "is a directory");
+    assert!(!marker.exists(), "the program did not run");
+
+    // A symbolic link stays one: to a file, the file is written; to a
+    // device, the device is (a rename would have replaced the link, and as
+    // root `-o /dev/stdout` replaced /dev/stdout).
+    std::os::unix::fs::symlink("real.json", dir.join("latest.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", dir.join("discard")).unwrap();
+    for (link, format) in [("latest.json", "json"), ("discard", "csv")] {
+        let output =
+            lockmeter().args(["run", "--format", format, "-o"]).arg(dir.join(link)).arg("--").arg(subjects()).args(["status", "3"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{link}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(std::fs::symlink_metadata(dir.join(link)).unwrap().file_type().is_symlink(), "{link} is still a link");
+    }
+    assert!(Profile::load(&dir.join("real.json")).is_ok(), "written through the link");
 
     let svg = dir.join("waits.svg");
     let output =

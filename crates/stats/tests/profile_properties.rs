@@ -187,3 +187,33 @@ fn a_profile_written_before_rows_counted_locks_reads_one_lock_per_row() {
     let old = Profile::from_json(&json.to_string(), "old").unwrap();
     assert!(old.locks.iter().all(|l| l.locks == 1));
 }
+
+#[test]
+fn merging_folds_a_global_array_and_keeps_the_busiest_util() {
+    let mut rng = Rng(11);
+    let mut lock = |name: &str, util_pct: f64| {
+        let mut profile = random_profile(&mut rng);
+        while profile.locks.is_empty() {
+            profile = random_profile(&mut rng);
+        }
+        LockProfile { name: name.to_string(), kind: Kind::Mutex, util_pct, locks: 1, ..profile.locks[0].clone() }
+    };
+    let locks = vec![
+        lock("stripes", 60.0),
+        lock("stripes+0x28", 70.0),
+        lock("stripes+0x50", 65.0),
+        lock("heap@conn_new+0x2b (conn.c:12)", 10.0),
+        lock("heap@conn_new+0x3c (conn.c:14)", 20.0),
+        lock("table+0xzz", 5.0),
+    ];
+    let mut rng = Rng(12);
+    let profile = Profile { locks, ..random_profile(&mut rng) };
+    let merged = profile.merged_by_name();
+    let names: Vec<(&str, u64)> = merged.locks.iter().map(|l| (l.name.as_str(), l.locks)).collect();
+    assert_eq!(
+        names,
+        [("stripes", 3), ("heap@conn_new+0x2b (conn.c:12)", 1), ("heap@conn_new+0x3c (conn.c:14)", 1), ("table+0xzz", 1)],
+        "an array's elements fold; a heap lock's call-site offset is its own"
+    );
+    assert_eq!(merged.locks[0].util_pct, 70.0, "UTIL is the busiest element's, not a sum over 100%");
+}

@@ -270,6 +270,18 @@ static int many(int n) {
     return 0;
 }
 
+/* outlier: 16,000 short holds of outlier_lock, then one of 50 ms, the
+ * acquisition the 1-in-16 hold sample times. */
+pthread_mutex_t outlier_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int outlier(void) {
+    for (int i = 0; i < 16000; i++) { pthread_mutex_lock(&outlier_lock); pthread_mutex_unlock(&outlier_lock); }
+    pthread_mutex_lock(&outlier_lock);
+    sleep_ms(50);
+    pthread_mutex_unlock(&outlier_lock);
+    return 0;
+}
+
 /* fork_first: fork before any lock is taken (a daemon at start-up); the
  * child holds a lock another of its threads waits for, then releases it:
  * exit 0 once that thread got it, 1 if the child died. */
@@ -315,6 +327,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
+    if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]), 1);
     if (!strcmp(mode, "churn_static") && argc > 2) return churn(atoi(argv[2]), 0);
     if (!strcmp(mode, "many") && argc > 2) return many(atoi(argv[2]));
@@ -324,6 +337,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|outlier|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

@@ -382,6 +382,17 @@ fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
     timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
 }
 
+/// An exclusive lock's estimated hold time, cut to the run: one lock is
+/// held one hold at a time. A long hold that fell in the 1-in-16 sample
+/// stands for 16 holds; among 100,000 short ones, one 20 ms hold read
+/// 323 ms held in a 23 ms run (UTIL 1396%). Never below the longest hold.
+fn within_the_run(hold: Durations, holds: u64, duration_ns: u64) -> Durations {
+    if hold.total <= duration_ns {
+        return hold;
+    }
+    Durations::new(duration_ns.max(hold.max), holds, hold.max)
+}
+
 /// Sums of the per-thread counters of one side of a lock or site.
 #[derive(Default, Clone)]
 struct Sum {
@@ -538,7 +549,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             Kind::Mutex if replacing.is_some() => Waits::Counted,
             _ => Waits::Unknown,
         };
-        let exclusive = exclusive_sum.counters(&units, waits);
+        let mut exclusive = exclusive_sum.counters(&units, waits);
+        exclusive.hold_ns = within_the_run(exclusive.hold_ns, exclusive_sum.holds, duration_ns);
         let shared = shared_sum.counters(&units, Waits::Unknown);
         let (mut total, read, write) = match kind {
             Kind::Mutex | Kind::Spin => (exclusive.clone(), None, None),

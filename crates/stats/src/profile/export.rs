@@ -59,7 +59,8 @@ pub fn to_csv(profile: &Profile) -> String {
             row("read", "", "", String::new(), read, 0.0);
         }
         if let Some(write) = &lock.write {
-            row("write", "", "", String::new(), write, 0.0);
+            // An rwlock's UTIL is its write side's (read holds overlap).
+            row("write", "", "", String::new(), write, lock.util_pct);
         }
         for site in &lock.sites {
             let role = match site.role {
