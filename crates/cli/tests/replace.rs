@@ -73,10 +73,11 @@ fn every_algorithm_serves_pthreads_conformantly() {
 
 #[test]
 fn a_child_forked_before_any_lock_holds_its_locks_under_its_own_id() {
-    // The forking thread's id was once read through the thread-id cache in
-    // the fork's prepare handler; a first read there registers a handler
-    // that this fork does not run, and the child kept the parent's id:
-    // under `pi` its lock word named the parent, and its unlock aborted.
+    // The first lock is taken in the fork's own prepare handler. The
+    // thread-id cache's first read registers the handler that clears it in
+    // a child, and one registered inside a fork misses that fork: the child
+    // kept the parent's id, and under `pi` its lock word named the parent
+    // and its unlock aborted.
     for algorithm in ALGORITHMS {
         let mut child = Command::new(subjects())
             .arg("fork_first")

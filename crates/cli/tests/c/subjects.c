@@ -282,10 +282,16 @@ static int outlier(void) {
     return 0;
 }
 
-/* fork_first: fork before any lock is taken (a daemon at start-up); the
- * child holds a lock another of its threads waits for, then releases it:
- * exit 0 once that thread got it, 1 if the child died. */
+/* fork_first: fork before any lock is taken (a daemon at start-up) but in
+ * the fork's own prepare handler; the child holds a lock another of its
+ * threads waits for, then releases it: exit 0 once that thread got it, 1
+ * if the child died. */
 static pthread_mutex_t first_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void touch_first_lock(void) {
+    pthread_mutex_lock(&first_lock);
+    pthread_mutex_unlock(&first_lock);
+}
 
 static void *take_first_lock(void *arg) {
     pthread_mutex_lock(&first_lock);
@@ -294,6 +300,7 @@ static void *take_first_lock(void *arg) {
 }
 
 static int fork_first(void) {
+    pthread_atfork(touch_first_lock, NULL, NULL);
     pid_t pid = fork();
     if (pid == 0) {
         pthread_mutex_lock(&first_lock);

@@ -686,6 +686,13 @@ extern "C" fn constructor() {
     // it holds its mutex. Lock calls made while it starts are forwarded.
     super::library_constructed();
     let _ = active();
+    // The lock library forgets its cached thread id in a child of fork
+    // through a handler it registers at its first lookup of the id. Looked
+    // up first inside a fork (a program's prepare handler taking a lock),
+    // the handler missed that fork and the child kept the parent's id (a
+    // `pi` child aborted); child handlers run in the order registered, so
+    // it also has to come before replace mode's, which reads the id.
+    let _ = lockmeter_locks::current_tid();
     crate::replace::register_fork_handler();
     // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
     // is pinned system-wide: `adaptive` then spins exactly while the owner

@@ -18,7 +18,7 @@ use lockmeter_locks::clock::cycles;
 use lockmeter_stats::histogram::bin_of;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
-use table::{LockRecord, ThreadBlock, ThreadLock, Tables, HIST_BINS, RETIRED};
+use table::{LockRecord, ThreadBlock, ThreadLock, Tables, HIST_BINS};
 
 /// What a lock record is of (stored in the record, reported as `kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,7 +300,10 @@ impl Profiler {
     /// from those samples; everything else is counted exactly.
     #[inline(always)]
     pub fn acquired_exclusive(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
-        let (Some((index, record)), Some(block)) = (self.record(kind, address, pc), self.block()) else { return };
+        // One after the other: an operation lost for want of a lock slot
+        // is not lost again for want of a counter block.
+        let Some((index, record)) = self.record(kind, address, pc) else { return };
+        let Some(block) = self.block() else { return };
         self.acquired_exclusive_in(block, index, record, kind, address, pc, how, now);
     }
 
@@ -419,7 +422,8 @@ impl Profiler {
     /// `HOLD_SAMPLE` until this thread has waited for the lock); a thread's
     /// nested read holds of one lock count as one hold.
     pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
-        let (Some((index, _)), Some(block)) = (self.record(kind, address, pc), self.block()) else { return };
+        let Some((index, _)) = self.record(kind, address, pc) else { return };
+        let Some(block) = self.block() else { return };
         let mine = block.lock(index);
         let side = &mine.sides[SHARED];
         count_wait(side, Some(&mine.hist), how);
@@ -469,7 +473,8 @@ impl Profiler {
 
     /// A trylock refused (or a timed acquisition gave up after `waited`).
     pub fn refused(&self, kind: Kind, address: usize, pc: usize, side: usize, timed_out_after: Option<u64>) {
-        let (Some((index, _)), Some(block)) = (self.record(kind, address, pc), self.block()) else { return };
+        let Some((index, _)) = self.record(kind, address, pc) else { return };
+        let Some(block) = self.block() else { return };
         let mine = block.lock(index);
         let site = block.site(self.cached_site(index, mine, pc)).map(|s| &s.counters);
         for counters in std::iter::once(&mine.sides[side]).chain(site) {
@@ -516,9 +521,7 @@ impl Profiler {
     /// A lock is being (re-)initialised or destroyed: its statistics so
     /// far belong to the previous generation.
     pub fn retire(&self, address: usize) {
-        if let Some((_, record)) = self.tables.existing_lock(address) {
-            record.flags.fetch_or(RETIRED, Relaxed);
-        }
+        self.tables.retire(address);
     }
 
     /// A lock is initialised at call site `pc`: that site names it.

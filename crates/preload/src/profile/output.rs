@@ -517,11 +517,15 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let blocks: Vec<&ThreadBlock> = tables.blocks().collect();
     let mut sites_of: HashMap<u32, Vec<(usize, Sum)>> = HashMap::new();
     for (lock, pc, id) in tables.all_sites() {
-        let mut sum = Sum::default();
+        // A pair may have two records (see `SiteRecord`): one row.
+        let sites = sites_of.entry(lock).or_default();
+        let at = sites.iter().position(|(known, _)| *known == pc).unwrap_or_else(|| {
+            sites.push((pc, Sum::default()));
+            sites.len() - 1
+        });
         for site in blocks.iter().filter_map(|b| b.site(id)) {
-            sum.add(&site.counters);
+            sites[at].1.add(&site.counters);
         }
-        sites_of.entry(lock).or_default().push((pc, sum));
     }
     let mut stacks_of: HashMap<u32, Vec<StackProfile>> = HashMap::new();
     for (lock, frames, contended, wait) in stacks::all() {
