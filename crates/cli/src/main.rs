@@ -333,13 +333,19 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: TortureFormat,
     },
-    /// Render a saved profile (from `lockmeter run -o FILE --format json`
-    /// or LOCKMETER_OUTPUT) in any format.
+    /// Render saved profiles (from `lockmeter run -o FILE --format json`
+    /// or LOCKMETER_OUTPUT) in any format. Several files (the processes of
+    /// one run: FILE and FILE.PID) render one after the other in table,
+    /// csv and folded; json, pprof and flamegraph take one.
     ///
-    /// Example: lockmeter report prof.json --format pprof -o prof.pb.gz
+    /// Examples:
+    ///   lockmeter report prof.json --format pprof -o prof.pb.gz
+    ///   lockmeter report prof*.json --min-wait 1ms
+    #[command(verbatim_doc_comment)]
     Report {
-        /// The profile (JSON).
-        file: std::path::PathBuf,
+        /// The profiles (JSON).
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<std::path::PathBuf>,
         #[command(flatten)]
         rendering: RenderArgs,
         /// Write here instead of stdout.
@@ -539,8 +545,8 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Report { file, rendering, output } => {
-            return match run::report(&file, &rendering.rendering(), output.as_deref()) {
+        Command::Report { files, rendering, output } => {
+            return match run::report(&files, &rendering.rendering(), output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     say!("lockmeter: error: {}", failure.message);

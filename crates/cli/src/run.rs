@@ -84,13 +84,31 @@ fn binary_needs_file(format: Format) -> Failure {
     Failure::usage(format!("--format {name} writes a binary file: give -o FILE"))
 }
 
-/// `lockmeter report`.
-pub fn report(file: &Path, rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
+/// `lockmeter report`: every file loaded before anything is written.
+pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
     if rendering.format.binary() && output.is_none() {
         return Err(binary_needs_file(rendering.format));
     }
-    let profile = Profile::load(file).map_err(|e| Failure::usage(e.0))?;
-    let bytes = render(&profile, rendering).map_err(Failure::usage)?;
+    let one_document = matches!(rendering.format, Format::Json | Format::Pprof | Format::Flamegraph);
+    if one_document && files.len() > 1 {
+        let name = format!("{:?}", rendering.format).to_lowercase();
+        return Err(Failure::usage(format!("--format {name} renders one profile: give one file")));
+    }
+    let profiles = files.iter().map(|file| Profile::load(file).map_err(|e| Failure::usage(e.0))).collect::<Result<Vec<_>, _>>()?;
+    let mut bytes = Vec::new();
+    for (i, profile) in profiles.iter().enumerate() {
+        let rendered = render(profile, rendering).map_err(Failure::usage)?;
+        match (i, rendering.format) {
+            (0, _) => bytes.extend(rendered),
+            // One header for the rows of every process.
+            (_, Format::Csv) => bytes.extend(rendered.splitn(2, |&b| b == b'\n').nth(1).unwrap_or_default()),
+            (_, Format::Table) => {
+                bytes.push(b'\n');
+                bytes.extend(rendered);
+            }
+            _ => bytes.extend(rendered),
+        }
+    }
     match output {
         Some(path) => write_atomically(path, &bytes).map_err(Failure::runtime),
         None => {

@@ -281,6 +281,17 @@ fn every_process_of_a_tree_gets_its_own_profile() {
     assert_eq!(others[0], dir.join(format!("p.{}.json", child.pid)));
     assert_eq!(lock(&child, "child_lock").counters.acquisitions, 7);
     assert!(child.locks.iter().all(|l| l.name != "parent_lock" || l.counters.acquisitions == 0), "the child starts empty");
+
+    // `report` takes them all: tables one after the other, one CSV header.
+    let report = |format: &str| lockmeter().arg("report").arg(dir.join("p.json")).arg(&others[0]).args(["--format", format]).output().unwrap();
+    let table = report("table");
+    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(&format!("(pid {})", parent.pid)) && table.contains(&format!("(pid {})", child.pid)), "{table}");
+    let csv = String::from_utf8_lossy(&report("csv").stdout).into_owned();
+    assert_eq!(csv.matches("pid,program,").count(), 1, "{csv}");
+    assert!(csv.contains("parent_lock") && csv.contains("child_lock"), "{csv}");
+    one_line_error(&report("json"), 2, "one file");
 }
 
 #[test]
