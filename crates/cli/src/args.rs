@@ -104,21 +104,41 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
 }
 
 /// Where an output named by the user goes.
-enum Destination {
+pub enum Destination {
     /// A regular file (to be), written through a temporary file and a
     /// rename. A symbolic link is followed, so the link stays a link.
     File(PathBuf),
-    /// A device, pipe or socket (`/dev/stdout`, `/dev/null`), written in
-    /// place: renaming over it would replace it with a file.
+    /// A device, pipe or socket (`/dev/null`, a FIFO), written in place:
+    /// renaming over it would replace it with a file.
     InPlace(PathBuf),
+    /// A descriptor this process already has open (`/dev/stdout`,
+    /// `/dev/fd/N`), written through it: reopening a redirected file would
+    /// truncate it (`>> log` lost its earlier lines), and resolving it to
+    /// the file and renaming over that too.
+    Descriptor(i32),
+}
+
+/// The descriptor a path names through the process's own descriptor
+/// table, if it does.
+fn open_descriptor(path: &Path) -> Option<i32> {
+    let text = path.to_str()?;
+    match text {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => text.strip_prefix("/dev/fd/").or_else(|| text.strip_prefix("/proc/self/fd/"))?.parse().ok(),
+    }
 }
 
 /// Where `path` leads; the error says why it cannot be an output.
-fn destination(path: &Path) -> Result<Destination, String> {
+pub fn destination(path: &Path) -> Result<Destination, String> {
+    if let Some(fd) = open_descriptor(path) {
+        return Ok(Destination::Descriptor(fd));
+    }
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err("it is a directory".into()),
         Ok(meta) if meta.is_file() => Ok(Destination::File(std::fs::canonicalize(path).unwrap_or_else(|_| path.into()))),
         Ok(_) => Ok(Destination::InPlace(path.into())),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(lockmeter_stats::profile::io_reason(&e)),
         Err(_) if path.as_os_str().to_string_lossy().ends_with('/') => Err("it names a directory".into()),
         // Not there yet; a link to a file not yet written leads to its name.
         Err(_) => Ok(Destination::File(dangling_link_target(path))),
@@ -143,6 +163,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let failed = |e: std::io::Error| format!("writing {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e));
     let target = match destination(path).map_err(|why| format!("writing {}: {why}", path.display()))? {
         Destination::InPlace(target) => return std::fs::write(target, bytes).map_err(failed),
+        Destination::Descriptor(fd) => {
+            use std::io::Write as _;
+            use std::os::fd::FromRawFd as _;
+            // SAFETY: a descriptor the process has open (the write fails
+            // with EBADF otherwise); ManuallyDrop leaves it open.
+            let mut open = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+            return open.write_all(bytes).map_err(failed);
+        }
         Destination::File(target) => target,
     };
     let temp = temp_path(&target)?;
@@ -169,7 +197,7 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
 pub fn check_writable(path: &Path) -> Result<(), String> {
     let target = match destination(path).map_err(|why| format!("cannot write {}: {why}", path.display()))? {
         // Opening a pipe to check it would wait for its reader.
-        Destination::InPlace(_) => return Ok(()),
+        Destination::InPlace(_) | Destination::Descriptor(_) => return Ok(()),
         Destination::File(target) => target,
     };
     let temp = temp_path(&target)?;

@@ -369,9 +369,10 @@ struct RenderArgs {
     /// format; json is the whole profile without it).
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
     min_wait: std::time::Duration,
-    /// Fold locks of the same name (a global array's elements, one lock
-    /// per object made at one place) into one row, counters and sites
-    /// summed; UTIL is the busiest lock's.
+    /// Fold locks of the same name (one lock per object made at one
+    /// place; a global's locks, NAME and NAME+0x28: an array's elements,
+    /// or a struct's fields, which symbols cannot tell apart) into one
+    /// row, counters and sites summed; UTIL is the busiest lock's.
     #[arg(long)]
     merge: bool,
 }

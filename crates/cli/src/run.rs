@@ -249,8 +249,15 @@ fn signal_name(signal: i32) -> String {
 
 /// `out.json` for the root process, `out.PID.json` for the others.
 fn output_for(output: &Path, pid: u32, root: bool) -> PathBuf {
+    // A device or descriptor takes every process's report, one after the
+    // other (`/dev/null.PID` was once made as a file in /dev); a link's
+    // processes go beside the file it leads to.
+    let output = match crate::args::destination(output) {
+        Ok(crate::args::Destination::File(target)) => target,
+        _ => return output.to_path_buf(),
+    };
     if root {
-        return output.to_path_buf();
+        return output;
     }
     let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let name = match output.extension() {

@@ -223,14 +223,14 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
 #[test]
 fn one_long_hold_in_the_sample_does_not_read_as_sixteen() {
     // The 50 ms hold is the one the 1-in-16 sample times: scaled as 16
-    // holds, the lock read 800 ms held in a run of about 55 ms.
+    // holds, the lock read 800 ms held in a run of about 0.55 s. Its own
+    // line times it as itself.
     let (output, profile) = profile(&["outlier"]);
     assert!(output.status.success());
     let lock = lock(&profile, "outlier_lock");
-    assert!(lock.counters.hold_ns.total <= profile.duration_ns, "{} ns held in {} ns", lock.counters.hold_ns.total, profile.duration_ns);
-    assert!(lock.util_pct <= 100.0, "UTIL {}", lock.util_pct);
     within(lock.counters.hold_ns.max, 45, 150, "HOLD max");
     within(lock.counters.hold_ns.total, 45, 150, "HOLD total");
+    assert!(lock.util_pct < 30.0, "UTIL {}", lock.util_pct);
 }
 
 #[test]
@@ -376,6 +376,34 @@ fn the_output_file_is_checked_before_the_run() {
         assert!(std::fs::symlink_metadata(dir.join(link)).unwrap().file_type().is_symlink(), "{link} is still a link");
     }
     assert!(Profile::load(&dir.join("real.json")).is_ok(), "written through the link");
+
+    // Every process of a tree writes to the device, not to `discard.PID`.
+    let output = lockmeter().args(["run", "-o"]).arg(dir.join("discard")).arg("--").arg(subjects()).arg("fork").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let strays: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("discard.")).collect();
+    assert!(strays.is_empty(), "{strays:?}");
+
+    // /dev/stdout into a file opened for appending: appended to, through
+    // the open descriptor (renamed over, the earlier line was lost).
+    let log = dir.join("log.txt");
+    std::fs::write(&log, "earlier line\n").unwrap();
+    let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let output = lockmeter()
+        .args(["report", "--format", "csv", "-o", "/dev/stdout"])
+        .arg(dir.join("real.json"))
+        .stdout(append)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("earlier line\npid,program,"), "{text}");
+
+    // A loop of links is an error, not replaced by a file.
+    std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+    let output = lockmeter().arg("run").arg("-o").arg(dir.join("loop-a")).args(["--", "true"]).output().unwrap();
+    one_line_error(&output, 2, "symbolic links");
+    assert!(std::fs::symlink_metadata(dir.join("loop-a")).unwrap().file_type().is_symlink());
 
     let svg = dir.join("waits.svg");
     let output =

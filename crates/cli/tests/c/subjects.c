@@ -270,8 +270,9 @@ static int many(int n) {
     return 0;
 }
 
-/* outlier: 16,000 short holds of outlier_lock, then one of 50 ms, the
- * acquisition the 1-in-16 hold sample times. */
+/* outlier: 16,000 short holds of outlier_lock, then one of 50 ms at
+ * another line, the acquisition the 1-in-16 hold sample times; then
+ * 500 ms outside the lock. */
 pthread_mutex_t outlier_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int outlier(void) {
@@ -279,6 +280,7 @@ static int outlier(void) {
     pthread_mutex_lock(&outlier_lock);
     sleep_ms(50);
     pthread_mutex_unlock(&outlier_lock);
+    sleep_ms(500); /* outside the lock: the run is 11 times the hold */
     return 0;
 }
 

@@ -382,6 +382,21 @@ fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
     timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
 }
 
+/// A lock's hold and delay estimates as the sums of its call sites'
+/// estimates, when its sites account for every hold: a long hold taken
+/// at a line of its own is then timed as itself, not scaled with the
+/// sample of the short holds taken elsewhere (16,000 short holds and one
+/// 50 ms hold, then 1 s outside the lock, read UTIL 76% against a true
+/// 4.8%, the sites' own rows disagreeing with the lock's).
+fn estimate_by_site(lock: &mut Sum, sites: &[(usize, Sum)]) {
+    let holds: u64 = sites.iter().map(|(_, site)| site.holds).sum();
+    if holds != lock.holds || sites.is_empty() {
+        return;
+    }
+    lock.hold_total = sites.iter().map(|(_, site)| site.hold_total).sum();
+    lock.delay_total = sites.iter().map(|(_, site)| site.delay_total).sum();
+}
+
 /// An exclusive lock's estimated hold time, cut to the run: one lock is
 /// held one hold at a time. A long hold that fell in the 1-in-16 sample
 /// stands for 16 holds; among 100,000 short ones, one 20 ms hold read
@@ -547,6 +562,9 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             for (bin, count) in hist.iter_mut().zip(&mine.hist) {
                 *bin += count.get();
             }
+        }
+        if matches!(kind, Kind::Mutex | Kind::Spin) {
+            estimate_by_site(&mut exclusive_sum, sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]));
         }
         let waits = match kind {
             Kind::Spin => Waits::AllSpin,

@@ -219,8 +219,9 @@ pub struct LockProfile {
     pub stacks: Vec<StackProfile>,
 }
 
-/// The name a lock is merged under: a global array's elements
-/// (`stripes+0x28`) under the array's symbol. A heap lock's `+0x` is its
+/// The name a lock is merged under: a global's locks (`stripes+0x28`)
+/// under its symbol, whether an array's elements or a struct's fields
+/// (the symbol table cannot tell them apart). A heap lock's `+0x` is its
 /// call site's, part of its name.
 fn merge_name(name: &str) -> &str {
     if name.starts_with("heap@") {
