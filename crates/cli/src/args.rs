@@ -197,7 +197,18 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
 pub fn check_writable(path: &Path) -> Result<(), String> {
     let target = match destination(path).map_err(|why| format!("cannot write {}: {why}", path.display()))? {
         // Opening a pipe to check it would wait for its reader.
-        Destination::InPlace(_) | Destination::Descriptor(_) => return Ok(()),
+        Destination::InPlace(_) => return Ok(()),
+        Destination::Descriptor(fd) => {
+            // SAFETY: F_GETFL only reads the descriptor's flags.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            return if flags < 0 {
+                Err(format!("cannot write {}: descriptor {fd} is not open", path.display()))
+            } else if flags & libc::O_ACCMODE == libc::O_RDONLY {
+                Err(format!("cannot write {}: descriptor {fd} is open for reading only", path.display()))
+            } else {
+                Ok(())
+            };
+        }
         Destination::File(target) => target,
     };
     let temp = temp_path(&target)?;

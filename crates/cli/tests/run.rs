@@ -398,6 +398,10 @@ fn the_output_file_is_checked_before_the_run() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.starts_with("earlier line\npid,program,"), "{text}");
 
+    // A descriptor that is not open is refused before the run.
+    let output = lockmeter().args(["run", "-o", "/dev/fd/57", "--", "true"]).output().unwrap();
+    one_line_error(&output, 2, "descriptor 57 is not open");
+
     // A loop of links is an error, not replaced by a file.
     std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
     std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
