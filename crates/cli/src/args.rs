@@ -129,6 +129,20 @@ fn open_descriptor(path: &Path) -> Option<i32> {
     }
 }
 
+/// Which of stdout and stderr, if either, is open on the file `meta`
+/// describes (however the path to it was spelled: `/dev//stdout`, a link
+/// to /dev/stdout, /proc/thread-self/fd/1, or the redirected file's own
+/// name).
+fn standard_descriptor_on(meta: &std::fs::Metadata) -> Option<i32> {
+    use std::os::unix::fs::MetadataExt as _;
+    [1, 2].into_iter().find(|&fd| {
+        // SAFETY: fstat writes into a zeroed stat of the right type.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; a closed descriptor only returns an error.
+        unsafe { libc::fstat(fd, &mut stat) == 0 && stat.st_dev == meta.dev() && stat.st_ino == meta.ino() }
+    })
+}
+
 /// Where `path` leads; the error says why it cannot be an output.
 pub fn destination(path: &Path) -> Result<Destination, String> {
     if let Some(fd) = open_descriptor(path) {
@@ -136,6 +150,7 @@ pub fn destination(path: &Path) -> Result<Destination, String> {
     }
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err("it is a directory".into()),
+        Ok(meta) if let Some(fd) = standard_descriptor_on(&meta) => Ok(Destination::Descriptor(fd)),
         Ok(meta) if meta.is_file() => Ok(Destination::File(std::fs::canonicalize(path).unwrap_or_else(|_| path.into()))),
         Ok(_) => Ok(Destination::InPlace(path.into())),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(lockmeter_stats::profile::io_reason(&e)),

@@ -84,13 +84,18 @@ fn binary_needs_file(format: Format) -> Failure {
     Failure::usage(format!("--format {name} writes a binary file: give -o FILE"))
 }
 
+/// Whether a format's output is one document, which another cannot
+/// follow in the same stream.
+fn one_document(format: Format) -> bool {
+    matches!(format, Format::Json | Format::Pprof | Format::Flamegraph)
+}
+
 /// `lockmeter report`: every file loaded before anything is written.
 pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
     if rendering.format.binary() && output.is_none() {
         return Err(binary_needs_file(rendering.format));
     }
-    let one_document = matches!(rendering.format, Format::Json | Format::Pprof | Format::Flamegraph);
-    if one_document && files.len() > 1 {
+    if one_document(rendering.format) && files.len() > 1 {
         let name = format!("{:?}", rendering.format).to_lowercase();
         return Err(Failure::usage(format!("--format {name} renders one profile: give one file")));
     }
@@ -351,6 +356,18 @@ pub fn preload_with(library: &Path) -> OsString {
 fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failure> {
     let bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
     match &options.output {
+        // A device or descriptor takes every process's report in turn,
+        // but a JSON, pprof or flame-graph document cannot follow another
+        // in one stream (`report` would refuse what it made).
+        Some(output) if !root && one_document(options.rendering.format) && !matches!(crate::args::destination(output), Ok(crate::args::Destination::File(_))) => {
+            say!(
+                "lockmeter: warning: the report of process {} is not written: {} takes one --format {} document, the first process's",
+                profile.pid,
+                output.display(),
+                format!("{:?}", options.rendering.format).to_lowercase()
+            );
+            Ok(())
+        }
         Some(output) => write_atomically(&output_for(output, profile.pid, root), &bytes).map_err(Failure::runtime),
         None => {
             use std::io::Write as _;

@@ -234,6 +234,15 @@ fn one_long_hold_in_the_sample_does_not_read_as_sixteen() {
 }
 
 #[test]
+fn a_lock_taken_at_two_lines_in_turn_is_sampled_at_both() {
+    // Sampled by the lock's count, every timed hold fell on the empty line
+    // and the 5 us holds read as none (1.7 ms held in all).
+    let (output, profile) = profile(&["alternate"]);
+    assert!(output.status.success());
+    within(lock(&profile, "alternate_lock").counters.hold_ns.total, 70, 250, "HOLD total");
+}
+
+#[test]
 fn an_rwlock_has_read_and_write_rows() {
     let (_, profile) = profile(&["rwlock"]);
     let lock = lock(&profile, "table_lock");
@@ -397,6 +406,21 @@ fn the_output_file_is_checked_before_the_run() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.starts_with("earlier line\npid,program,"), "{text}");
+    // However the path is spelled: a link to /dev/stdout.
+    std::os::unix::fs::symlink("/dev/stdout", dir.join("out")).unwrap();
+    let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let output = lockmeter().args(["report", "--format", "csv", "-o"]).arg(dir.join("out")).arg(dir.join("real.json")).stdout(append).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("earlier line\npid,program,") && text.matches("pid,program,").count() == 2, "{text}");
+
+    // One JSON document per stream: a tree's other processes are left out
+    // of a descriptor, and say so.
+    let output = lockmeter().args(["run", "--format", "json", "-o", "/dev/stdout", "--"]).arg(subjects()).arg("fork").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let one = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "stdout").unwrap();
+    assert!(one.program.ends_with("subjects fork"), "{}", one.program);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not written"), "{}", String::from_utf8_lossy(&output.stderr));
 
     // A descriptor that is not open is refused before the run.
     let output = lockmeter().args(["run", "-o", "/dev/fd/57", "--", "true"]).output().unwrap();

@@ -284,6 +284,29 @@ static int outlier(void) {
     return 0;
 }
 
+/* alternate: 20,000 rounds, each taking alternate_lock at one line for
+ * nothing and at another for 5 us: held about 100 ms in all. */
+pthread_mutex_t alternate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void busy_us(long us) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < us * 1000);
+}
+
+static int alternate(void) {
+    for (int i = 0; i < 20000; i++) {
+        pthread_mutex_lock(&alternate_lock);
+        pthread_mutex_unlock(&alternate_lock);
+        pthread_mutex_lock(&alternate_lock);
+        busy_us(5);
+        pthread_mutex_unlock(&alternate_lock);
+    }
+    return 0;
+}
+
 /* fork_first: fork before any lock is taken (a daemon at start-up) but in
  * the fork's own prepare handler; the child holds a lock another of its
  * threads waits for, then releases it: exit 0 once that thread got it, 1
@@ -337,6 +360,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();
+    if (!strcmp(mode, "alternate")) return alternate();
     if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]), 1);
     if (!strcmp(mode, "churn_static") && argc > 2) return churn(atoi(argv[2]), 0);
     if (!strcmp(mode, "many") && argc > 2) return many(atoi(argv[2]));
@@ -346,6 +370,6 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
-    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|outlier|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
+    fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|outlier|alternate|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
     return 2;
 }

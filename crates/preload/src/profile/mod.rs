@@ -329,15 +329,20 @@ impl Profiler {
         }
         count_wait(side, Some(&mine.hist), how);
         let site = self.cached_site(index, mine, pc);
+        // The turn in the sample is counted per call site: counted per
+        // lock, a loop taking the lock at line A then at line B sampled
+        // only A's holds, and B's, 90% of the time held, read as none.
+        let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
             count_wait(&site.counters, None, how);
+            turn = site.counters.acquisitions.get();
         }
         mine.holder_site.store(site, Relaxed);
         mine.holding.store(1, Relaxed);
         // Holds after a wait or a long hold are timed whatever their turn;
-        // the others 1 in HOLD_SAMPLE, a uniform sample.
+        // the others 1 in HOLD_SAMPLE of each site's.
         let always = now.is_some() || mine.long_holds.load(Relaxed) != 0;
-        let sampled = !always && side.acquisitions.get() % HOLD_SAMPLE == 1;
+        let sampled = !always && turn % HOLD_SAMPLE == 1;
         if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
             return;
@@ -428,8 +433,11 @@ impl Profiler {
         let side = &mine.sides[SHARED];
         count_wait(side, Some(&mine.hist), how);
         let site = self.cached_site(index, mine, pc);
+        // Sampled per call site, as exclusive holds are.
+        let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
             count_wait(&site.counters, None, how);
+            turn = site.counters.acquisitions.get();
             if site.shared.load(Relaxed) == 0 {
                 site.shared.store(1, Relaxed);
             }
@@ -441,7 +449,7 @@ impl Profiler {
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
             let always = side.contended.get() != 0;
-            let sampled = !always && side.acquisitions.get() % HOLD_SAMPLE == 1;
+            let sampled = !always && turn % HOLD_SAMPLE == 1;
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
