@@ -119,14 +119,11 @@ pub enum Destination {
 }
 
 /// The descriptor a path names through the process's own descriptor
-/// table, if it does.
+/// table, if it does (/dev/stdout and /dev/stderr are found as what they
+/// lead to, by `standard_descriptor_on`).
 fn open_descriptor(path: &Path) -> Option<i32> {
     let text = path.to_str()?;
-    match text {
-        "/dev/stdout" => Some(1),
-        "/dev/stderr" => Some(2),
-        _ => text.strip_prefix("/dev/fd/").or_else(|| text.strip_prefix("/proc/self/fd/"))?.parse().ok(),
-    }
+    text.strip_prefix("/dev/fd/").or_else(|| text.strip_prefix("/proc/self/fd/"))?.parse().ok()
 }
 
 /// Which of stdout and stderr, if either, is open on the file `meta`

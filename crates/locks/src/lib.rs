@@ -62,6 +62,8 @@ pub use mcs::RawMcs;
 pub use record::{AcquireKind, NoStats, Recorder};
 pub use spin::RawSpin;
 pub use sync::current_tid;
+#[cfg(not(loom))]
+pub use sync::kernel_tid;
 pub use ticket::RawTicket;
 
 /// A mutex protecting a `T` with the `adaptive` algorithm.

@@ -82,10 +82,18 @@ pub fn current_tid() -> u32 {
 #[cold]
 fn fetch_tid() -> u32 {
     forget_tid_after_fork();
-    // SAFETY: gettid has no preconditions and cannot fail.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    let tid = kernel_tid();
     TID.with(|t| t.set(tid));
     tid
+}
+
+/// The caller's kernel thread id, asked of the kernel (one system call),
+/// past the cache [`current_tid`] reads: for fork handlers, which may run
+/// before the cache is cleared in a child.
+#[cfg(not(loom))]
+pub fn kernel_tid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
 /// Set in a child of `fork`: a lock taken before the fork still holds the

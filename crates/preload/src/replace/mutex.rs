@@ -6,7 +6,7 @@
 //! bad timespec, from the timed locks.
 
 use lockmeter_locks::{
-    current_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -99,15 +99,9 @@ thread_local! {
     static AS_IT_FORKS: Cell<(u32, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// The calling thread's id from the kernel. (Not the thread-id cache: its
-/// first use registers a fork handler, and one registered while forking
-/// is not run for that fork, so the child kept the parent's id.)
-fn kernel_tid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
-}
-
-/// In the parent, as a thread forks: who it is.
+/// In the parent, as a thread forks: who it is. (From the kernel, not the
+/// thread-id cache: the cache's first use registers a fork handler, and
+/// one registered while forking is not run for that fork.)
 pub extern "C" fn forking() {
     AS_IT_FORKS.with(|f| f.set((kernel_tid(), this_thread())));
 }
@@ -309,11 +303,11 @@ fn now_owned(algorithm: Algorithm, m: &Served) {
     }
 }
 
-/// Clears what [`now_owned`] kept, before the release: after it, the
-/// next holder may free the mutex.
+/// Clears what [`now_owned`] kept for a mutex of type `kind`, before the
+/// release: after it, the next holder may free the mutex.
 #[inline(always)]
-fn no_longer_owned(algorithm: Algorithm, m: &Served) {
-    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+fn no_longer_owned(algorithm: Algorithm, m: &Served, kind: u32) {
+    if kind != 0 {
         m.owner.store(0, Relaxed);
         m.depth.store(0, Relaxed);
     } else if !word_names_owner(algorithm) {
@@ -498,7 +492,7 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
             return 0;
         }
     }
-    no_longer_owned(algorithm, m);
+    no_longer_owned(algorithm, m, kind);
     if !with_lock!(algorithm, m, NoStats, l => l.is_locked()) {
         // Unlocking an unlocked normal mutex: undefined in POSIX, harmless
         // with glibc; keep it harmless.
