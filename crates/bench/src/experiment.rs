@@ -382,7 +382,11 @@ impl Experiment {
         impl LockVisitor for Visit<'_> {
             type Output = Result<Run, String>;
             fn visit<L: BenchLock>(self, make: impl Fn() -> L + Send + Sync + Clone + 'static) -> Self::Output {
-                let shared = Arc::new(Shared { lock: make(), counter: UnsafeCell::new(0), directory: UnsafeCell::new(HashMap::new()) });
+                let shared = Arc::new(Shared {
+                    lock: OwnLines(make()),
+                    counter: OwnLines(UnsafeCell::new(0)),
+                    directory: OwnLines(UnsafeCell::new(HashMap::new())),
+                });
                 self.experiment.drive(shared, self.point, self.calibration)
             }
         }
@@ -510,11 +514,26 @@ impl StartGate {
     }
 }
 
-/// The data the lock protects.
+/// The lock and the data it protects, each on cache lines of its own, the
+/// same for every lock. Left to the compiler and the allocator, `sem`'s
+/// counter shared the lock's line for some locks (std, parking_lot,
+/// glibc) and not for ours, the directory's header shared it for ours,
+/// and each run's allocation moved the lock within its line.
 struct Shared<L> {
-    lock: L,
-    counter: UnsafeCell<u64>,
-    directory: UnsafeCell<HashMap<u64, u64>>,
+    lock: OwnLines<L>,
+    counter: OwnLines<UnsafeCell<u64>>,
+    directory: OwnLines<UnsafeCell<HashMap<u64, u64>>>,
+}
+
+/// A value that starts a cache line and shares none.
+#[repr(align(64))]
+struct OwnLines<T>(T);
+
+impl<T> std::ops::Deref for OwnLines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 // SAFETY: `counter` and `directory` are only touched inside the lock's
