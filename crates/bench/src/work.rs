@@ -13,7 +13,14 @@ pub struct Calibration {
 }
 
 /// Burns `iterations` of a dependent arithmetic loop.
-#[inline]
+///
+/// Never inlined: one copy of the loop serves the calibration and every
+/// lock. Inlined into each lock's worker, the loop took each copy's code
+/// alignment, and the same iterations lasted 1940 ns under one lock and
+/// 2020-2040 under another (medians, `duty` P=4000 D=50): a lock's
+/// critical section was longer than another's, and the limit was
+/// calibrated on a third copy.
+#[inline(never)]
 pub fn spin_work(iterations: u64) {
     let mut x = black_box(1u64);
     for _ in 0..iterations {
