@@ -2,7 +2,6 @@
 //! futextest runs a fixed number of instructions inside and outside the
 //! lock).
 
-use std::hint::black_box;
 use std::time::Instant;
 
 /// Iterations of [`spin_work`] per nanosecond on this machine.
@@ -12,21 +11,40 @@ pub struct Calibration {
     pub iterations_per_ns: f64,
 }
 
-/// Burns `iterations` of a dependent arithmetic loop.
+/// Burns `iterations` of a dependent arithmetic loop, held in a register.
 ///
-/// Never inlined: one copy of the loop serves the calibration and every
-/// lock. Inlined into each lock's worker, the loop took each copy's code
-/// alignment, and the same iterations lasted 1940 ns under one lock and
-/// 2020-2040 under another (medians, `duty` P=4000 D=50): a lock's
-/// critical section was longer than another's, and the limit was
-/// calibrated on a third copy.
+/// The value passes through an empty `asm!` block each iteration, which
+/// keeps the compiler from folding the loop without sending the value
+/// through memory: with `black_box` (which stores the value and loads it
+/// back), the loop's speed depended on where its caller's stack frame
+/// put that slot, so the same iterations ran at a different speed under
+/// each lock. In `duty` P=1000 D=1 at one thread, where no lock waits,
+/// the locks read 72-101% of the limit with the loop inlined into each
+/// worker, and 71-95% with one copy called by all; a loop that does not
+/// touch memory runs at the speed of its multiply chain wherever it is.
+/// Never inlined: one copy serves the calibration and every lock.
 #[inline(never)]
 pub fn spin_work(iterations: u64) {
-    let mut x = black_box(1u64);
+    let mut x = 1u64;
     for _ in 0..iterations {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        opaque(&mut x);
     }
-    black_box(x);
+}
+
+/// Makes `x` opaque to the optimiser while it stays in a register.
+#[inline(always)]
+fn opaque(x: &mut u64) {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    // SAFETY: an empty template that reads and writes only the register
+    // it is given, touching neither memory nor the stack nor flags.
+    unsafe {
+        std::arch::asm!("/* {0} */", inout(reg) *x, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        *x = std::hint::black_box(*x);
+    }
 }
 
 impl Calibration {
