@@ -346,7 +346,7 @@ impl Experiment {
                     self.repeat
                 ));
                 crate::variants::switch_for(point.lock)?;
-                let run = self.run_point(point, calibration, PLACEMENTS[repeat % PLACEMENTS.len()]);
+                let run = self.run_point(point, calibration);
                 crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults
                 runs[i].push(run?);
             }
@@ -373,25 +373,24 @@ impl Experiment {
         }
     }
 
-    fn run_point(&self, point: &Point, calibration: &Calibration, placement: usize) -> Result<Run, String> {
+    fn run_point(&self, point: &Point, calibration: &Calibration) -> Result<Run, String> {
         struct Visit<'a> {
             experiment: &'a Experiment,
             point: &'a Point,
             calibration: &'a Calibration,
-            placement: usize,
         }
         impl LockVisitor for Visit<'_> {
             type Output = Result<Run, String>;
             fn visit<L: BenchLock>(self, make: impl Fn() -> L + Send + Sync + Clone + 'static) -> Self::Output {
                 let shared = Arc::new(Shared {
-                    lock: Placed::new(make(), self.placement),
+                    lock: OwnLines(make()),
                     counter: OwnLines(UnsafeCell::new(0)),
                     directory: OwnLines(UnsafeCell::new(HashMap::new())),
                 });
                 self.experiment.drive(shared, self.point, self.calibration)
             }
         }
-        point.lock.recording(self.recording).visit(Visit { experiment: self, point, calibration, placement })
+        point.lock.recording(self.recording).visit(Visit { experiment: self, point, calibration })
     }
 
     fn drive<L: BenchLock>(&self, shared: Arc<Shared<L>>, point: &Point, calibration: &Calibration) -> Result<Run, String> {
@@ -521,7 +520,7 @@ impl StartGate {
 /// parking_lot, glibc) and not for ours, the directory's header shared it
 /// for ours, and each run's allocation moved the lock within its line.
 struct Shared<L> {
-    lock: Placed<L>,
+    lock: OwnLines<L>,
     counter: OwnLines<UnsafeCell<u64>>,
     directory: OwnLines<UnsafeCell<HashMap<u64, u64>>>,
 }
@@ -534,65 +533,6 @@ impl<T> std::ops::Deref for OwnLines<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0
-    }
-}
-
-/// Where the lock sits in its cache line, by repeat: a lock's speed can
-/// depend on where it sits (parking_lot, `duty` P=1000 D=32 at 16 and 64
-/// threads: 64-74% of the limit at the start of a line that followed the
-/// `Arc`'s counts, 90-95% 8 bytes further, in 3 alternated runs;
-/// glibc-adaptive the other way, 96-98% against 89-92%), so repeats move
-/// it and the median is not one placement's.
-/// Every lock here fits its line at each of these (glibc's mutex, the
-/// largest, is 40 bytes).
-const PLACEMENTS: [usize; 4] = [0, 16, 8, 24];
-
-/// A value `offset` bytes into a cache line no other data shares.
-struct Placed<T> {
-    line: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
-    offset: usize,
-    _owns: std::marker::PhantomData<T>,
-}
-
-// SAFETY: `Placed` owns its `T` as a `Box` would.
-unsafe impl<T: Send> Send for Placed<T> {}
-// SAFETY: as above; `&Placed<T>` only hands out `&T`.
-unsafe impl<T: Sync> Sync for Placed<T> {}
-
-impl<T> Placed<T> {
-    fn new(value: T, offset: usize) -> Placed<T> {
-        assert!(offset % std::mem::align_of::<T>() == 0, "a placement must keep the value aligned");
-        let size = (offset + std::mem::size_of::<T>()).next_multiple_of(64);
-        let layout = std::alloc::Layout::from_size_align(size, 64.max(std::mem::align_of::<T>())).expect("a small layout");
-        // SAFETY: the layout's size is at least 64 bytes.
-        let line = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
-            .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        // SAFETY: `offset + size_of::<T>()` bytes are allocated, and
-        // `line + offset` is aligned for `T` (the line is 64-aligned, at
-        // least as much as `T`, and `offset` is a multiple of `T`'s
-        // alignment).
-        unsafe { line.as_ptr().add(offset).cast::<T>().write(value) };
-        Placed { line, layout, offset, _owns: std::marker::PhantomData }
-    }
-}
-
-impl<T> std::ops::Deref for Placed<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: initialised in `new`, dropped only in `drop`.
-        unsafe { &*self.line.as_ptr().add(self.offset).cast::<T>() }
-    }
-}
-
-impl<T> Drop for Placed<T> {
-    fn drop(&mut self) {
-        // SAFETY: the value was written in `new` and is dropped once; the
-        // memory was allocated there with `layout`.
-        unsafe {
-            self.line.as_ptr().add(self.offset).cast::<T>().drop_in_place();
-            std::alloc::dealloc(self.line.as_ptr(), self.layout);
-        }
     }
 }
 
@@ -910,30 +850,6 @@ fn wait_summary(samples: &mut [u64]) -> WaitSummary {
 mod tests {
     use super::*;
     use lockmeter_locks::Algorithm;
-
-    /// Every placement puts the lock where it says, in a line of its own,
-    /// and the lock is dropped with it.
-    #[test]
-    fn a_placed_lock_sits_at_its_offset_and_is_dropped() {
-        struct Noted(std::rc::Rc<std::cell::Cell<u32>>, [u64; 4]);
-        impl Drop for Noted {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() + 1);
-            }
-        }
-        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
-        for offset in PLACEMENTS {
-            let placed = Placed::new(Noted(drops.clone(), [7; 4]), offset);
-            let address = &*placed as *const Noted as usize;
-            assert_eq!(address % 64, offset);
-            assert!(offset + std::mem::size_of::<Noted>() <= 64, "fits its line");
-            assert_eq!(placed.1, [7; 4]);
-        }
-        assert_eq!(drops.get(), PLACEMENTS.len() as u32);
-        // The largest lock benched fits its line at every placement.
-        let glibc = std::mem::size_of::<libc::pthread_mutex_t>();
-        assert!(PLACEMENTS.iter().all(|offset| offset + glibc <= 64), "{glibc}");
-    }
 
     #[test]
     fn schedstat_gives_on_cpu_then_runnable_ns() {
