@@ -264,8 +264,8 @@ impl Recorder for Counts {
     #[inline]
     fn acquired(&self, kind: AcquireKind, _wait_cycles: u64) {
         match kind {
-            // Exact: only the holder writes it.
-            AcquireKind::NoWait => self.without_wait.store(self.without_wait.load(Relaxed) + 1, Relaxed),
+            // Exact as a plain add: only the holder writes it.
+            AcquireKind::NoWait => add(&self.without_wait, 1, true),
             AcquireKind::Spin => {
                 let (slot, own) = self.my_slot();
                 add(&slot.spin, 1, own);
