@@ -206,6 +206,7 @@ const WAKE_INTERVAL_STAMPS: u32 = (SLEEPER_WAKE_INTERVAL_NS / WAKE_STAMP_UNIT_NS
 /// The spinner's next wait between reads, in pauses, after waiting
 /// `pauses` and spinning `spun_ns` in all: doubled, up to `max_pauses`
 /// and to a `SPIN_BACKOFF_SHARE`th of the time spun.
+#[inline]
 fn next_spin_backoff(pauses: u32, max_pauses: u32, spun_ns: u64) -> u32 {
     let proportional = clock::pauses_in(spun_ns / SPIN_BACKOFF_SHARE);
     pauses.saturating_mul(2).min(max_pauses).min(proportional)

@@ -61,6 +61,7 @@ pub fn remove_source() {
     SOURCE.store(std::ptr::null_mut(), Ordering::Release);
 }
 
+#[inline]
 fn exact_source() -> Option<&'static dyn OnCpuSource> {
     let slot = SOURCE.load(Ordering::Acquire);
     // SAFETY: slots are leaked boxes, never freed, so a non-null pointer is
@@ -86,6 +87,7 @@ pub struct OwnerWatch {
 
 impl OwnerWatch {
     /// Starts watching thread `tid`.
+    #[inline]
     pub fn new(tid: u32) -> Self {
         OwnerWatch { tid, clock: CpuClockProbe::new(tid), last_decider: None }
     }
@@ -152,6 +154,7 @@ const MAX_PROBE_COST_NS: u64 = 5_000;
 static PROBE_CYCLES: AtomicU64 = AtomicU64::new(0);
 
 /// `at_least_ns` in cycles, or more if probes are slow.
+#[inline]
 fn probe_spacing(at_least_ns: u64) -> u64 {
     spacing(at_least_ns, PROBE_CYCLES.load(Ordering::Relaxed))
 }
@@ -160,12 +163,14 @@ fn probe_spacing(at_least_ns: u64) -> u64 {
 /// `probe_cycles` each if longer. The cost is capped: a run of probes
 /// preempted midway must not space the next ones so far apart that a
 /// preempted owner goes unnoticed.
+#[inline]
 fn spacing(at_least_ns: u64, probe_cycles: u64) -> u64 {
     let cost = probe_cycles.min(crate::clock::ns_to_cycles(MAX_PROBE_COST_NS));
     crate::clock::ns_to_cycles(at_least_ns).max(PROBE_SPACING_IN_COSTS * cost)
 }
 
 impl CpuClockProbe {
+    #[inline]
     fn new(tid: u32) -> Self {
         let now = crate::clock::cycles();
         CpuClockProbe {
