@@ -362,7 +362,7 @@ impl<R: Recorder> RawAdaptive<R> {
     }
 
     /// Acquires the lock if it is free.
-    #[inline]
+    #[inline(always)]
     pub fn try_lock(&self) -> bool {
         let tid = current_tid();
         let ok = self.try_acquire(tid);
@@ -1199,6 +1199,27 @@ fn is_left_by_fork(tid: u32) -> bool {
 fn check_protocol(holds: bool, broken: &str) {
     if cfg!(any(loom, debug_assertions)) {
         assert!(holds, "adaptive: {broken}");
+    }
+}
+
+impl RawAdaptive<NoStats> {
+    /// Releases the lock if the calling thread holds it and no waiter
+    /// needs waking: the uncontended unlock, one compare-exchange, never a
+    /// system call. False, with nothing done, otherwise; then
+    /// [`Self::unlock`] (or [`Self::unlock_from_any_thread`]) releases it.
+    /// For callers that must know no system call ran (a pthread
+    /// replacement keeps `errno` as the program left it, and saving it
+    /// costs more than the unlock). Only on a lock that records nothing: a
+    /// recorder hears of a release before it happens, and this one may not.
+    #[inline]
+    pub fn unlock_if_uncontended(&self) -> bool {
+        // Fails on a word with flags (WAITERS, SPINNER, HANDOFF), and on
+        // one that names another thread.
+        let released = self.word.compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed).is_ok();
+        if released {
+            self.released();
+        }
+        released
     }
 }
 

@@ -113,6 +113,24 @@ impl<R: Recorder> RawFutex<R> {
     }
 }
 
+impl RawFutex<NoStats> {
+    /// Releases the lock if no waiter needs waking: the uncontended
+    /// unlock, one compare-exchange, never a system call. False, with
+    /// nothing done, otherwise; then [`Self::unlock`] releases it. For
+    /// callers that must know no system call ran (a pthread replacement
+    /// keeps `errno` as the program left it, and saving it costs more than
+    /// the unlock). Only on a lock that records nothing: a recorder hears
+    /// of a release before it happens, and this one may not.
+    ///
+    /// # Safety
+    /// As [`Self::unlock`]: the lock must be held.
+    #[inline]
+    pub unsafe fn unlock_if_uncontended(&self) -> bool {
+        // Fails on CONTENDED (a waiter may sleep), and on a free word.
+        self.word.compare_exchange(LOCKED, UNLOCKED, Ordering::Release, Ordering::Relaxed).is_ok()
+    }
+}
+
 #[cfg(not(loom))]
 impl<R: Recorder> Default for RawFutex<R> {
     fn default() -> Self {

@@ -133,6 +133,22 @@ impl<R: Recorder> RawFutexTid<R> {
     }
 }
 
+impl RawFutexTid<NoStats> {
+    /// Releases the lock if the calling thread holds it and no waiter
+    /// needs waking: the uncontended unlock, one compare-exchange, never a
+    /// system call. False, with nothing done, otherwise; then [`Self::unlock`]
+    /// releases it. For callers that must know no system call ran (a
+    /// pthread replacement keeps `errno` as the program left it, and saving
+    /// it costs more than the unlock). Only on a lock that records nothing:
+    /// a recorder hears of a release before it happens, and this one may
+    /// not.
+    #[inline]
+    pub fn unlock_if_uncontended(&self) -> bool {
+        // Fails on a word with WAITERS, and on one naming another thread.
+        self.word.compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed).is_ok()
+    }
+}
+
 #[cfg(not(loom))]
 impl<R: Recorder> Default for RawFutexTid<R> {
     fn default() -> Self {

@@ -169,6 +169,23 @@ impl<R: Recorder> RawPi<R> {
     }
 }
 
+impl RawPi<NoStats> {
+    /// Releases the lock if the calling thread holds it and no waiter
+    /// needs waking: the uncontended unlock, one compare-exchange, never a
+    /// system call. False, with nothing done, otherwise; then [`Self::unlock`]
+    /// releases it. For callers that must know no system call ran (a
+    /// pthread replacement keeps `errno` as the program left it, and saving
+    /// it costs more than the unlock). Only on a lock that records nothing:
+    /// a recorder hears of a release before it happens, and this one may
+    /// not.
+    #[inline]
+    pub fn unlock_if_uncontended(&self) -> bool {
+        // Fails when the kernel has marked the word FUTEX_WAITERS, and on
+        // one naming another thread.
+        self.word.compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed).is_ok()
+    }
+}
+
 impl<R: Recorder> Default for RawPi<R> {
     fn default() -> Self {
         Self::new()

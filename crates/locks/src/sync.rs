@@ -71,6 +71,10 @@ thread_local! {
 #[cfg(not(loom))]
 #[inline]
 pub fn current_tid() -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    if glibc_descriptor::usable() {
+        return glibc_descriptor::tid();
+    }
     let cached = TID.with(|t| t.get());
     if cached != 0 {
         return cached;
@@ -81,10 +85,79 @@ pub fn current_tid() -> u32 {
 #[cfg(not(loom))]
 #[cold]
 fn fetch_tid() -> u32 {
+    // Registers the fork handler, which also tells the locks they run in
+    // a child (see `forked`), whichever source of ids serves.
     forget_tid_after_fork();
     let tid = kernel_tid();
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    if glibc_descriptor::check(tid) {
+        return tid;
+    }
     TID.with(|t| t.set(tid));
     tid
+}
+
+/// glibc keeps every thread's kernel id in the thread's descriptor (the
+/// `tid` of its `struct pthread`, which the thread pointer addresses), as
+/// its own mutexes read it. One load from there is the cheapest id there
+/// is: the thread-local cache above is one load in an executable, but a
+/// call to `__tls_get_addr` in a shared library, which the `LD_PRELOAD`
+/// library serving a program's mutexes is (an uncontended served
+/// `adaptive` pair in a C loop, medians of 4 alternated runs: 18.3 ns with
+/// the descriptor's id against 20.8 with the cache). The kernel writes
+/// the field itself, at thread creation and in a child of `fork`, so it
+/// is never stale. The offset is that of x86_64 glibc's layout; the first
+/// thread that asks checks it against `gettid` before anyone relies on
+/// it, and on a mismatch every thread keeps using the cache.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+mod glibc_descriptor {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+    /// Offset of `tid` from the thread pointer in x86_64 glibc's
+    /// `struct pthread`: after the 704-byte `tcbhead_t` and a list head.
+    const TID_OFFSET: usize = 0x2d0;
+
+    const UNCHECKED: u8 = 0;
+    const USABLE: u8 = 1;
+    const UNUSABLE: u8 = 2;
+    static STATE: AtomicU8 = AtomicU8::new(UNCHECKED);
+
+    #[inline(always)]
+    pub(super) fn usable() -> bool {
+        STATE.load(Relaxed) == USABLE
+    }
+
+    /// The calling thread's id as its descriptor holds it.
+    #[inline(always)]
+    pub(super) fn tid() -> u32 {
+        let tid: u32;
+        // SAFETY: on x86_64 glibc %fs holds the thread pointer, which
+        // addresses the calling thread's descriptor, mapped for the
+        // thread's whole life; the load has no other effect.
+        unsafe {
+            core::arch::asm!(
+                "mov {tid:e}, dword ptr fs:[{offset}]",
+                tid = out(reg) tid,
+                offset = const TID_OFFSET,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        tid
+    }
+
+    /// Decides, once, whether the descriptor holds the id: true if it
+    /// holds `kernel_tid`, the caller's id from the kernel.
+    #[cold]
+    pub(super) fn check(kernel_tid: u32) -> bool {
+        match STATE.load(Relaxed) {
+            USABLE => return true,
+            UNUSABLE => return false,
+            _ => {}
+        }
+        let usable = tid() == kernel_tid;
+        STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
+        usable
+    }
 }
 
 /// The caller's kernel thread id, asked of the kernel (one system call),
@@ -188,6 +261,31 @@ pub fn current_tid() -> u32 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Every thread's id is the kernel's, and the one in a child of `fork`
+    /// is the child's, not its parent's.
+    #[test]
+    fn the_thread_id_is_the_kernels_in_every_thread_and_after_fork() {
+        assert_eq!(current_tid(), kernel_tid());
+        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(|| (current_tid(), kernel_tid()))).collect();
+        for thread in threads {
+            let (asked, from_kernel) = thread.join().unwrap();
+            assert_eq!(asked, from_kernel);
+        }
+        let parent = current_tid();
+        assert!(in_forked_child(|| current_tid() == kernel_tid() && current_tid() != parent));
+    }
+
+    /// On x86_64 glibc the id comes from the thread's descriptor: were the
+    /// offset wrong for this glibc, the check would refuse it and every
+    /// lock would pay the slower cache without a word.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn glibc_descriptors_id_is_used() {
+        let _ = current_tid();
+        assert!(glibc_descriptor::usable());
+        assert_eq!(glibc_descriptor::tid(), kernel_tid());
+    }
 
     /// The calling thread is one of this process's threads; a thread that
     /// has exited is not, once the kernel has reaped it (a joined thread's

@@ -266,3 +266,74 @@ reset_to_held_tests!(
     mcs_reset_to_held: RawMcs,
     spin_reset_to_held: RawSpin,
 );
+
+/// The uncontended unlock (`unlock_if_uncontended`, which a pthread
+/// replacement calls first so as to skip saving `errno`) releases only a
+/// lock that nobody waits for, and only for its holder where the word
+/// names it; otherwise it leaves everything to the full unlock.
+fn uncontended_unlock_only_when_nobody_waits<L: RawMutex + Send + Sync + 'static>(
+    unlock_if_uncontended: fn(&L) -> bool,
+    word_names_holder: bool,
+) {
+    let lock = Arc::new(L::INIT);
+    lock.lock();
+    assert!(unlock_if_uncontended(&lock), "held, nobody waiting: released");
+    assert!(lock.try_lock(), "and free again");
+
+    let waiter = {
+        let lock = Arc::clone(&lock);
+        std::thread::spawn(move || {
+            lock.lock();
+            // SAFETY: taken just above, on this thread.
+            unsafe { lock.unlock() };
+        })
+    };
+    // The holder sleeps, so the waiter stops spinning and sleeps too.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!unlock_if_uncontended(&lock), "a sleeping waiter needs the full unlock's wake");
+    assert!(!lock.try_lock(), "and the lock is still held");
+    // SAFETY: held by this thread.
+    unsafe { lock.unlock() };
+    waiter.join().unwrap();
+
+    if word_names_holder {
+        let (held, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let holder = {
+            let (lock, held, release) = (Arc::clone(&lock), Arc::clone(&held), Arc::clone(&release));
+            std::thread::spawn(move || {
+                lock.lock();
+                held.wait();
+                release.wait();
+                // SAFETY: taken above, on this thread.
+                unsafe { lock.unlock() };
+            })
+        };
+        held.wait();
+        assert!(!unlock_if_uncontended(&lock), "another thread's lock is not this thread's to release");
+        assert!(!lock.try_lock(), "and it stays held");
+        release.wait();
+        holder.join().unwrap();
+    }
+    assert!(lock.try_lock(), "free at the end");
+}
+
+#[test]
+fn uncontended_unlock_adaptive() {
+    uncontended_unlock_only_when_nobody_waits::<RawAdaptive>(RawAdaptive::unlock_if_uncontended, true);
+}
+
+#[test]
+fn uncontended_unlock_futex_tid() {
+    uncontended_unlock_only_when_nobody_waits::<RawFutexTid>(RawFutexTid::unlock_if_uncontended, true);
+}
+
+#[test]
+fn uncontended_unlock_pi() {
+    uncontended_unlock_only_when_nobody_waits::<RawPi>(RawPi::unlock_if_uncontended, true);
+}
+
+#[test]
+fn uncontended_unlock_futex() {
+    // SAFETY: the helper calls it only while the lock is held.
+    uncontended_unlock_only_when_nobody_waits::<RawFutex>(|lock| unsafe { lock.unlock_if_uncontended() }, false);
+}

@@ -98,6 +98,18 @@ static void normal_semantics(pthread_mutex_t *m) {
     at.tv_nsec = -1;
     EQ(pthread_mutex_timedlock(m, &at), 0); /* free: the timespec need not be checked */
     EQ(pthread_mutex_unlock(m), 0);
+    /* glibc lets any thread unlock a normal mutex. (Served by `pi`, the
+     * kernel refuses an unlock by a thread that does not hold it.) */
+    const char *served_by = getenv("LOCKMETER_LOCK");
+    if (served_by && strcmp(served_by, "pi") == 0) return;
+    EQ(pthread_mutex_lock(m), 0);
+    EQ(on_other_thread(unlock_it, m), 0);
+    EQ(on_other_thread(try_it, m), 0); /* and left held by a thread that exits */
+    EQ(pthread_mutex_trylock(m), EBUSY);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_trylock(m), 0);
+    EQ(on_other_thread(try_it, m), EBUSY);
+    EQ(pthread_mutex_unlock(m), 0);
 }
 
 static void recursive_semantics(pthread_mutex_t *m) {

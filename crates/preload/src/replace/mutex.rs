@@ -358,6 +358,63 @@ pub unsafe fn lock<R: Recorder>(algorithm: Algorithm, m: *mut libc::pthread_mute
     0
 }
 
+/// `pthread_mutex_lock` of a free normal mutex, the most common call of
+/// all: one attempt, which never makes a system call (so the caller need
+/// not save `errno` around it). False, with nothing done, when the mutex
+/// is taken or of another type: then [`lock`].
+///
+/// # Safety
+/// As [`lock`].
+#[inline(always)]
+pub unsafe fn lock_if_free_normal(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> bool {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+        return false;
+    }
+    let acquired = with_lock!(algorithm, m, NoStats, l => l.try_lock());
+    if acquired {
+        now_owned(algorithm, m);
+    }
+    acquired
+}
+
+/// `pthread_mutex_unlock` of a normal mutex that nobody waits for: the
+/// algorithm's uncontended release, one compare-exchange and never a
+/// system call (so the caller need not save `errno` around it). False,
+/// with nothing done, when a waiter needs waking, when the mutex is of
+/// another type or free, when the caller does not hold it (glibc lets any
+/// thread unlock a normal mutex), and for `ticket`, `mcs` and `spin`,
+/// whose full unlock is short anyway: then [`unlock`].
+///
+/// # Safety
+/// As [`lock`].
+#[inline(always)]
+pub unsafe fn unlock_if_uncontended_normal(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> bool {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+        return false;
+    }
+    let state = m.state.as_ptr();
+    // SAFETY: as in `with_lock!`. For `futex`, whose word names no owner,
+    // the mutex is held by somebody when the compare-exchange succeeds,
+    // and a normal mutex may be unlocked by any thread; its holder is
+    // forgotten first, as `unlock` does (again, if this attempt fails).
+    unsafe {
+        match algorithm {
+            Algorithm::Adaptive => (*state.cast::<RawAdaptive<NoStats>>()).unlock_if_uncontended(),
+            Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended(),
+            Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended(),
+            Algorithm::Futex => {
+                no_longer_owned(algorithm, m, 0);
+                (*state.cast::<RawFutex<NoStats>>()).unlock_if_uncontended()
+            }
+            Algorithm::Ticket | Algorithm::Mcs | Algorithm::Spin => false,
+        }
+    }
+}
+
 /// `pthread_mutex_trylock`: EBUSY when taken (also by the calling thread,
 /// unless the mutex is recursive).
 ///
