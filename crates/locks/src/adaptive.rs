@@ -362,7 +362,7 @@ impl<R: Recorder> RawAdaptive<R> {
     }
 
     /// Acquires the lock if it is free.
-    #[inline(always)]
+    #[inline]
     pub fn try_lock(&self) -> bool {
         let tid = current_tid();
         let ok = self.try_acquire(tid);
@@ -1203,19 +1203,32 @@ fn check_protocol(holds: bool, broken: &str) {
 }
 
 impl RawAdaptive<NoStats> {
-    /// Releases the lock if the calling thread holds it and no waiter
-    /// needs waking: the uncontended unlock, one compare-exchange, never a
-    /// system call. False, with nothing done, otherwise; then
+    /// [`Self::try_lock`] for a caller that has its thread id at hand
+    /// (cheaper from where it runs: see `current_tid_in_shared_library`).
+    ///
+    /// # Safety
+    /// `tid` is the calling thread's id, [`crate::current_tid`]'s value.
+    #[inline(always)]
+    pub unsafe fn try_lock_as(&self, tid: u32) -> bool {
+        self.try_acquire(tid)
+    }
+
+    /// Releases the lock if thread `tid`, the caller, holds it and no
+    /// waiter needs waking: the uncontended unlock, one compare-exchange,
+    /// never a system call. False, with nothing done, otherwise; then
     /// [`Self::unlock`] (or [`Self::unlock_from_any_thread`]) releases it.
     /// For callers that must know no system call ran (a pthread
     /// replacement keeps `errno` as the program left it, and saving it
     /// costs more than the unlock). Only on a lock that records nothing: a
     /// recorder hears of a release before it happens, and this one may not.
+    ///
+    /// # Safety
+    /// As [`Self::try_lock_as`].
     #[inline]
-    pub fn unlock_if_uncontended(&self) -> bool {
+    pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
         // Fails on a word with flags (WAITERS, SPINNER, HANDOFF), and on
         // one that names another thread.
-        let released = self.word.compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed).is_ok();
+        let released = self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok();
         if released {
             self.released();
         }

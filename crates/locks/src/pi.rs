@@ -170,19 +170,32 @@ impl<R: Recorder> RawPi<R> {
 }
 
 impl RawPi<NoStats> {
-    /// Releases the lock if the calling thread holds it and no waiter
-    /// needs waking: the uncontended unlock, one compare-exchange, never a
-    /// system call. False, with nothing done, otherwise; then [`Self::unlock`]
-    /// releases it. For callers that must know no system call ran (a
-    /// pthread replacement keeps `errno` as the program left it, and saving
-    /// it costs more than the unlock). Only on a lock that records nothing:
-    /// a recorder hears of a release before it happens, and this one may
-    /// not.
+    /// [`Self::try_lock`] for a caller that has its thread id at hand
+    /// (cheaper from where it runs: see `current_tid_in_shared_library`).
+    ///
+    /// # Safety
+    /// `tid` is the calling thread's id, [`crate::current_tid`]'s value.
     #[inline]
-    pub fn unlock_if_uncontended(&self) -> bool {
+    pub unsafe fn try_lock_as(&self, tid: u32) -> bool {
+        self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// Releases the lock if thread `tid`, the caller, holds it and no
+    /// waiter needs waking: the uncontended unlock, one compare-exchange,
+    /// never a system call. False, with nothing done, otherwise; then
+    /// [`Self::unlock`] releases it. For callers that must know no system
+    /// call ran (a pthread replacement keeps `errno` as the program left
+    /// it, and saving it costs more than the unlock). Only on a lock that
+    /// records nothing: a recorder hears of a release before it happens,
+    /// and this one may not.
+    ///
+    /// # Safety
+    /// As [`Self::try_lock_as`].
+    #[inline]
+    pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
         // Fails when the kernel has marked the word FUTEX_WAITERS, and on
         // one naming another thread.
-        self.word.compare_exchange(current_tid(), 0, Ordering::Release, Ordering::Relaxed).is_ok()
+        self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 }
 

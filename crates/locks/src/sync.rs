@@ -71,10 +71,6 @@ thread_local! {
 #[cfg(not(loom))]
 #[inline]
 pub fn current_tid() -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-    if glibc_descriptor::usable() {
-        return glibc_descriptor::tid();
-    }
     let cached = TID.with(|t| t.get());
     if cached != 0 {
         return cached;
@@ -85,31 +81,41 @@ pub fn current_tid() -> u32 {
 #[cfg(not(loom))]
 #[cold]
 fn fetch_tid() -> u32 {
-    // Registers the fork handler, which also tells the locks they run in
-    // a child (see `forked`), whichever source of ids serves.
     forget_tid_after_fork();
     let tid = kernel_tid();
-    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-    if glibc_descriptor::check(tid) {
-        return tid;
-    }
     TID.with(|t| t.set(tid));
     tid
 }
 
+/// The caller's kernel thread id, as [`current_tid`], read from glibc's
+/// thread descriptor where that is known to work, for code in a shared
+/// library: there the thread-local cache [`current_tid`] reads costs a
+/// call to `__tls_get_addr` (an uncontended served `adaptive` pair in a C
+/// loop, medians of 4 alternated runs: 18.3 ns with the descriptor's id
+/// against 20.8 with the cache). In an executable the cache is one load
+/// and this a check and a load (`sem` at one thread, medians of 6
+/// alternated runs: 43.1 Mops/s with the cache, 42.2 with this).
+#[inline]
+pub fn current_tid_in_shared_library() -> u32 {
+    #[cfg(all(not(loom), target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    {
+        if glibc_descriptor::usable() {
+            return glibc_descriptor::tid();
+        }
+        glibc_descriptor::tid_until_checked()
+    }
+    #[cfg(not(all(not(loom), target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    current_tid()
+}
+
 /// glibc keeps every thread's kernel id in the thread's descriptor (the
 /// `tid` of its `struct pthread`, which the thread pointer addresses), as
-/// its own mutexes read it. One load from there is the cheapest id there
-/// is: the thread-local cache above is one load in an executable, but a
-/// call to `__tls_get_addr` in a shared library, which the `LD_PRELOAD`
-/// library serving a program's mutexes is (an uncontended served
-/// `adaptive` pair in a C loop, medians of 4 alternated runs: 18.3 ns with
-/// the descriptor's id against 20.8 with the cache). The kernel writes
-/// the field itself, at thread creation and in a child of `fork`, so it
-/// is never stale. The offset is that of x86_64 glibc's layout; the first
-/// thread that asks checks it against `gettid` before anyone relies on
-/// it, and on a mismatch every thread keeps using the cache.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+/// its own mutexes read it: one load, and never stale, since the kernel
+/// writes the field itself at thread creation and in a child of `fork`.
+/// The offset is that of x86_64 glibc's layout; the first thread that
+/// asks checks it against `gettid` before anyone relies on it, and on a
+/// mismatch every thread keeps using the cache.
+#[cfg(all(not(loom), target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 mod glibc_descriptor {
     use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
@@ -145,18 +151,15 @@ mod glibc_descriptor {
         tid
     }
 
-    /// Decides, once, whether the descriptor holds the id: true if it
-    /// holds `kernel_tid`, the caller's id from the kernel.
+    /// The id while the descriptor is not known to be usable: decides,
+    /// once, whether it holds the id the kernel gives, and returns that.
     #[cold]
-    pub(super) fn check(kernel_tid: u32) -> bool {
-        match STATE.load(Relaxed) {
-            USABLE => return true,
-            UNUSABLE => return false,
-            _ => {}
+    pub(super) fn tid_until_checked() -> u32 {
+        if STATE.load(Relaxed) == UNCHECKED {
+            let usable = tid() == super::kernel_tid();
+            STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
         }
-        let usable = tid() == kernel_tid;
-        STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
-        usable
+        super::current_tid()
     }
 }
 
@@ -276,15 +279,23 @@ mod tests {
         assert!(in_forked_child(|| current_tid() == kernel_tid() && current_tid() != parent));
     }
 
-    /// On x86_64 glibc the id comes from the thread's descriptor: were the
-    /// offset wrong for this glibc, the check would refuse it and every
-    /// lock would pay the slower cache without a word.
+    /// On x86_64 glibc the shared library's id comes from the thread's
+    /// descriptor: were the offset wrong for this glibc, the check would
+    /// refuse it and every served lock would pay the slower cache without
+    /// a word. Either source gives the kernel's id, in every thread.
     #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
     #[test]
     fn glibc_descriptors_id_is_used() {
-        let _ = current_tid();
+        assert_eq!(current_tid_in_shared_library(), kernel_tid());
         assert!(glibc_descriptor::usable());
         assert_eq!(glibc_descriptor::tid(), kernel_tid());
+        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(|| (current_tid_in_shared_library(), kernel_tid()))).collect();
+        for thread in threads {
+            let (asked, from_kernel) = thread.join().unwrap();
+            assert_eq!(asked, from_kernel);
+        }
+        let parent = kernel_tid();
+        assert!(in_forked_child(|| current_tid_in_shared_library() == kernel_tid() && kernel_tid() != parent));
     }
 
     /// The calling thread is one of this process's threads; a thread that

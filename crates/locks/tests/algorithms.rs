@@ -267,7 +267,7 @@ reset_to_held_tests!(
     spin_reset_to_held: RawSpin,
 );
 
-/// The uncontended unlock (`unlock_if_uncontended`, which a pthread
+/// The uncontended unlock (`unlock_if_uncontended[_as]`, which a pthread
 /// replacement calls first so as to skip saving `errno`) releases only a
 /// lock that nobody waits for, and only for its holder where the word
 /// names it; otherwise it leaves everything to the full unlock.
@@ -319,17 +319,20 @@ fn uncontended_unlock_only_when_nobody_waits<L: RawMutex + Send + Sync + 'static
 
 #[test]
 fn uncontended_unlock_adaptive() {
-    uncontended_unlock_only_when_nobody_waits::<RawAdaptive>(RawAdaptive::unlock_if_uncontended, true);
+    // SAFETY: the caller's own id.
+    uncontended_unlock_only_when_nobody_waits::<RawAdaptive>(|lock| unsafe { lock.unlock_if_uncontended_as(current_tid()) }, true);
 }
 
 #[test]
 fn uncontended_unlock_futex_tid() {
-    uncontended_unlock_only_when_nobody_waits::<RawFutexTid>(RawFutexTid::unlock_if_uncontended, true);
+    // SAFETY: the caller's own id.
+    uncontended_unlock_only_when_nobody_waits::<RawFutexTid>(|lock| unsafe { lock.unlock_if_uncontended_as(current_tid()) }, true);
 }
 
 #[test]
 fn uncontended_unlock_pi() {
-    uncontended_unlock_only_when_nobody_waits::<RawPi>(RawPi::unlock_if_uncontended, true);
+    // SAFETY: the caller's own id.
+    uncontended_unlock_only_when_nobody_waits::<RawPi>(|lock| unsafe { lock.unlock_if_uncontended_as(current_tid()) }, true);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! bad timespec, from the timed locks.
 
 use lockmeter_locks::{
-    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, current_tid_in_shared_library, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -372,7 +372,15 @@ pub unsafe fn lock_if_free_normal(algorithm: Algorithm, m: *mut libc::pthread_mu
     if m.kind.load(Relaxed) & TYPE_MASK != 0 {
         return false;
     }
-    let acquired = with_lock!(algorithm, m, NoStats, l => l.try_lock());
+    let state = m.state.as_ptr();
+    // SAFETY: as in `with_lock!`; the id is the calling thread's, from the
+    // source that is cheap in this shared library.
+    let acquired = match algorithm {
+        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
+        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
+        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
+        _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
+    };
     if acquired {
         now_owned(algorithm, m);
     }
@@ -397,15 +405,16 @@ pub unsafe fn unlock_if_uncontended_normal(algorithm: Algorithm, m: *mut libc::p
         return false;
     }
     let state = m.state.as_ptr();
-    // SAFETY: as in `with_lock!`. For `futex`, whose word names no owner,
-    // the mutex is held by somebody when the compare-exchange succeeds,
-    // and a normal mutex may be unlocked by any thread; its holder is
-    // forgotten first, as `unlock` does (again, if this attempt fails).
+    // SAFETY: as in `with_lock!`, with the calling thread's id. For
+    // `futex`, whose word names no owner, the mutex is held by somebody
+    // when the compare-exchange succeeds, and a normal mutex may be
+    // unlocked by any thread; its holder is forgotten first, as `unlock`
+    // does (again, if this attempt fails).
     unsafe {
         match algorithm {
-            Algorithm::Adaptive => (*state.cast::<RawAdaptive<NoStats>>()).unlock_if_uncontended(),
-            Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended(),
-            Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended(),
+            Algorithm::Adaptive => (*state.cast::<RawAdaptive<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
+            Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
+            Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
             Algorithm::Futex => {
                 no_longer_owned(algorithm, m, 0);
                 (*state.cast::<RawFutex<NoStats>>()).unlock_if_uncontended()
