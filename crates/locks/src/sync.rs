@@ -265,37 +265,35 @@ pub fn current_tid() -> u32 {
 mod tests {
     use super::*;
 
-    /// Every thread's id is the kernel's, and the one in a child of `fork`
-    /// is the child's, not its parent's.
-    #[test]
-    fn the_thread_id_is_the_kernels_in_every_thread_and_after_fork() {
-        assert_eq!(current_tid(), kernel_tid());
-        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(|| (current_tid(), kernel_tid()))).collect();
+    /// `ask` gives every thread the kernel's id, and a child of `fork` the
+    /// child's, not its parent's.
+    fn gives_the_kernels_id_everywhere(ask: fn() -> u32) {
+        assert_eq!(ask(), kernel_tid());
+        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(move || (ask(), kernel_tid()))).collect();
         for thread in threads {
             let (asked, from_kernel) = thread.join().unwrap();
             assert_eq!(asked, from_kernel);
         }
-        let parent = current_tid();
-        assert!(in_forked_child(|| current_tid() == kernel_tid() && current_tid() != parent));
+        let parent = kernel_tid();
+        assert!(in_forked_child(|| ask() == kernel_tid() && kernel_tid() != parent));
+    }
+
+    #[test]
+    fn the_thread_id_is_the_kernels_in_every_thread_and_after_fork() {
+        gives_the_kernels_id_everywhere(current_tid);
+        gives_the_kernels_id_everywhere(current_tid_in_shared_library);
     }
 
     /// On x86_64 glibc the shared library's id comes from the thread's
     /// descriptor: were the offset wrong for this glibc, the check would
     /// refuse it and every served lock would pay the slower cache without
-    /// a word. Either source gives the kernel's id, in every thread.
+    /// a word.
     #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
     #[test]
     fn glibc_descriptors_id_is_used() {
         assert_eq!(current_tid_in_shared_library(), kernel_tid());
         assert!(glibc_descriptor::usable());
         assert_eq!(glibc_descriptor::tid(), kernel_tid());
-        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(|| (current_tid_in_shared_library(), kernel_tid()))).collect();
-        for thread in threads {
-            let (asked, from_kernel) = thread.join().unwrap();
-            assert_eq!(asked, from_kernel);
-        }
-        let parent = kernel_tid();
-        assert!(in_forked_child(|| current_tid_in_shared_library() == kernel_tid() && kernel_tid() != parent));
     }
 
     /// The calling thread is one of this process's threads; a thread that
