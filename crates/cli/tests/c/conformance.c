@@ -304,10 +304,12 @@ static void fork_with_held_locks(void) {
  * checked.) A mutex released before the fork is free in the child; one
  * held across two forks is held in the grandchild too. */
 static pthread_mutex_t held_normal = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t held_adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static pthread_mutex_t held_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static pthread_mutex_t held_errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static void fork_holding_locks(void) {
     EQ(pthread_mutex_lock(&held_normal), 0);
+    EQ(pthread_mutex_lock(&held_adaptive), 0);
     EQ(pthread_mutex_lock(&held_recursive), 0);
     EQ(pthread_mutex_lock(&held_recursive), 0);
     EQ(pthread_mutex_lock(&held_errorcheck), 0);
@@ -315,6 +317,11 @@ static void fork_holding_locks(void) {
     if (pid == 0) {
         int failed = 0;
         if (on_other_thread(try_it, &held_normal) != EBUSY) failed |= 1;
+        /* The adaptive type as the normal one (the last bit of an exit
+         * status for all three). */
+        if (on_other_thread(try_it, &held_adaptive) != EBUSY || pthread_mutex_unlock(&held_adaptive) != 0 ||
+            on_other_thread(try_it, &held_adaptive) != 0)
+            failed |= 128;
         if (on_other_thread(try_it, &held_recursive) != EBUSY) failed |= 2;
         if (on_other_thread(try_it, &held_errorcheck) != EBUSY) failed |= 4;
         /* And in a child of the child, still held. */
@@ -334,6 +341,7 @@ static void fork_holding_locks(void) {
     EQ(pthread_mutex_unlock(&held_errorcheck), 0);
     EQ(pthread_mutex_unlock(&held_recursive), 0);
     EQ(pthread_mutex_unlock(&held_recursive), 0);
+    EQ(pthread_mutex_unlock(&held_adaptive), 0);
     EQ(pthread_mutex_unlock(&held_normal), 0);
 }
 

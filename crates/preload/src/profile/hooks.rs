@@ -333,7 +333,7 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
 
 /// `pthread_mutex_lock` in replace mode (or before the mode is decided).
 /// The hot path of a served program is the uncontended lock and unlock of
-/// a normal mutex: one attempt each, in small functions, with the rest
+/// mutex: one attempt each, in small functions, with the rest
 /// (errno kept, profiling, glibc's mutexes) a call away. (Uncontended pair
 /// of a served `adaptive` in a C loop, medians of 8 alternated runs: 24.1
 /// ns when every call kept errno, 19.0 ns now, glibc's own 18.4 ns.)
@@ -342,9 +342,11 @@ unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
         // SAFETY: the program's own arguments.
         return unsafe { glibc_mutex_lock(m, pc) };
     };
-    // SAFETY: a served mutex.
-    if active().is_none() && unsafe { served::lock_if_free_normal(algorithm, m) } {
-        return 0;
+    if active().is_none() {
+        // SAFETY: a served mutex.
+        if let Some(result) = unsafe { served::lock_uncontended(algorithm, m) } {
+            return result;
+        }
     }
     // SAFETY: as above.
     unsafe { served_mutex_lock(algorithm, m, pc) }
@@ -425,13 +427,13 @@ unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: u
 }
 
 /// `pthread_mutex_unlock` in replace mode (or before the mode is
-/// decided): the uncontended release of a served normal mutex, else
+/// decided): the uncontended release of a served mutex, else
 /// [`mutex_unlock`].
 unsafe extern "C" fn served_mutex_unlock(m: Mutex) -> c_int {
-    if let Some(algorithm) = serving(m) {
+    if let (Some(algorithm), None) = (serving(m), active()) {
         // SAFETY: a served mutex.
-        if active().is_none() && unsafe { served::unlock_if_uncontended_normal(algorithm, m) } {
-            return 0;
+        if let Some(result) = unsafe { served::unlock_uncontended(algorithm, m) } {
+            return result;
         }
     }
     // SAFETY: the program's own argument.

@@ -10,11 +10,11 @@
 //! 16..20  the type: 0 normal, 1 recursive, 2 errorcheck, 3 adaptive; this
 //!         is where glibc keeps `__kind`, so PTHREAD_MUTEX_INITIALIZER and
 //!         its recursive / errorcheck / adaptive variants need no init call
-//! 20..24  owner's tid (recursive, errorcheck and adaptive types)
+//! 20..24  owner's tid (recursive and errorcheck types)
 //! 24..28  recursion depth
 //! 28..32  fork generation (see `mutex::refresh`)
-//! 32..40  the holder's pthread_self() (normal type, algorithms whose lock
-//!         word does not name the owner)
+//! 32..40  the holder's pthread_self() (normal and adaptive types,
+//!         algorithms whose lock word does not name the owner)
 //! ```
 //!
 //! Mutexes that are robust, priority-inheritance, priority-protect or

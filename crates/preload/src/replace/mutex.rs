@@ -6,7 +6,7 @@
 //! bad timespec, from the timed locks.
 
 use lockmeter_locks::{
-    current_tid, current_tid_in_shared_library, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid_in_shared_library, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -161,7 +161,7 @@ fn refresh(m: &Served, epoch: u32) {
                 with_lock!(algorithm, m, NoStats, l => l.reset_to_held_by(forker));
                 // Held by the forking thread as `now_owned` would have it
                 // (a child of this child reads it again).
-                if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+                if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
                     m.owner.store(forker, Relaxed);
                 } else if !word_names_owner(algorithm) {
                     m.holder_thread.store(FORKER_THREAD.load(Relaxed), Relaxed);
@@ -270,7 +270,7 @@ fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
     if kind != RECURSIVE && kind != ERRORCHECK {
         return None;
     }
-    if m.owner.load(Relaxed) != current_tid() {
+    if m.owner.load(Relaxed) != current_tid_in_shared_library() {
         return None;
     }
     if kind == ERRORCHECK {
@@ -295,8 +295,8 @@ fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
 /// 27.9 keeping the thread id, 25.9 keeping `pthread_self()`.)
 #[inline(always)]
 fn now_owned(algorithm: Algorithm, m: &Served) {
-    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
-        m.owner.store(current_tid(), Relaxed);
+    if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
+        m.owner.store(current_tid_in_shared_library(), Relaxed);
         m.depth.store(1, Relaxed);
     } else if !word_names_owner(algorithm) {
         m.holder_thread.store(this_thread(), Relaxed);
@@ -307,12 +307,21 @@ fn now_owned(algorithm: Algorithm, m: &Served) {
 /// release: after it, the next holder may free the mutex.
 #[inline(always)]
 fn no_longer_owned(algorithm: Algorithm, m: &Served, kind: u32) {
-    if kind != 0 {
+    if keeps_owner(kind) {
         m.owner.store(0, Relaxed);
         m.depth.store(0, Relaxed);
     } else if !word_names_owner(algorithm) {
         m.holder_thread.store(0, Relaxed);
     }
+}
+
+/// Whether a mutex of type `kind` keeps its owner and depth: the
+/// recursive and error-checking types, which answer from them. The
+/// adaptive type (glibc's PTHREAD_MUTEX_ADAPTIVE_NP, a normal mutex that
+/// glibc lets spin) is served as a normal one, uncontended paths included.
+#[inline(always)]
+fn keeps_owner(kind: u32) -> bool {
+    kind == RECURSIVE || kind == ERRORCHECK
 }
 
 /// Whether the algorithm's lock word holds its owner's thread id.
@@ -324,7 +333,7 @@ fn word_names_owner(algorithm: Algorithm) -> bool {
 /// Whether the thread that forked held `m` when the process forked (read
 /// in the child, before `m` is brought over).
 fn held_by_forker(algorithm: Algorithm, m: &Served) -> bool {
-    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
+    if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
         return m.owner.load(Relaxed) == FORKER_IN_PARENT.load(Relaxed);
     }
     if !word_names_owner(algorithm) {
@@ -358,70 +367,93 @@ pub unsafe fn lock<R: Recorder>(algorithm: Algorithm, m: *mut libc::pthread_mute
     0
 }
 
-/// `pthread_mutex_lock` of a free normal mutex, the most common call of
-/// all: one attempt, which never makes a system call (so the caller need
-/// not save `errno` around it). False, with nothing done, when the mutex
-/// is taken or of another type: then [`lock`].
+/// `pthread_mutex_lock` without waiting, the most common call of all: one
+/// attempt, or the owner's relock of a recursive or error-checking mutex,
+/// none of which makes a system call (so the caller need not save `errno`
+/// around it). `Some(result)` when decided; `None`, with nothing done,
+/// when the mutex is taken by another thread: then [`lock`].
 ///
 /// # Safety
 /// As [`lock`].
 #[inline(always)]
-pub unsafe fn lock_if_free_normal(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> bool {
+pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
-    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
-        return false;
+    if let Some(result) = relock_by_owner(m) {
+        return Some(result);
     }
     let state = m.state.as_ptr();
-    // SAFETY: as in `with_lock!`; the id is the calling thread's, from the
-    // source that is cheap in this shared library.
+    // SAFETY: as in `with_lock!`; the id is the calling thread's.
     let acquired = match algorithm {
         Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
         Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
         Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
         _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
     };
-    if acquired {
-        now_owned(algorithm, m);
+    if !acquired {
+        return None;
     }
-    acquired
+    now_owned(algorithm, m);
+    Some(0)
 }
 
-/// `pthread_mutex_unlock` of a normal mutex that nobody waits for: the
-/// algorithm's uncontended release, one compare-exchange and never a
-/// system call (so the caller need not save `errno` around it). False,
-/// with nothing done, when a waiter needs waking, when the mutex is of
-/// another type or free, when the caller does not hold it (glibc lets any
-/// thread unlock a normal mutex), and for `ticket`, `mcs` and `spin`,
-/// whose full unlock is short anyway: then [`unlock`].
+/// `pthread_mutex_unlock` with nobody to wake: the owner checks of a
+/// recursive or error-checking mutex, then the algorithm's uncontended
+/// release, one compare-exchange; no system call (so the caller need not
+/// save `errno` around it). `Some(result)` when decided; `None`, with
+/// nothing done, when a waiter needs waking, when the mutex is free, when
+/// the caller does not hold a normal mutex (glibc lets any thread unlock
+/// one), and for `ticket`, `mcs` and `spin`, whose full unlock is short
+/// anyway: then [`unlock`].
 ///
 /// # Safety
 /// As [`lock`].
 #[inline(always)]
-pub unsafe fn unlock_if_uncontended_normal(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> bool {
+pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
+    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs | Algorithm::Spin) {
+        return None;
+    }
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
-    if m.kind.load(Relaxed) & TYPE_MASK != 0 {
-        return false;
+    let kind = m.kind.load(Relaxed) & TYPE_MASK;
+    let tid = current_tid_in_shared_library();
+    if keeps_owner(kind) {
+        if m.owner.load(Relaxed) != tid {
+            return Some(libc::EPERM);
+        }
+        let depth = m.depth.load(Relaxed);
+        if depth > 1 {
+            m.depth.store(depth - 1, Relaxed);
+            return Some(0);
+        }
     }
+    // Forgotten before the release, after which the next holder may free
+    // the mutex; kept again if the release is not done here.
+    no_longer_owned(algorithm, m, kind);
     let state = m.state.as_ptr();
     // SAFETY: as in `with_lock!`, with the calling thread's id. For
     // `futex`, whose word names no owner, the mutex is held by somebody
     // when the compare-exchange succeeds, and a normal mutex may be
-    // unlocked by any thread; its holder is forgotten first, as `unlock`
-    // does (again, if this attempt fails).
-    unsafe {
+    // unlocked by any thread (an error-checking or recursive one was
+    // checked to be the caller's above).
+    let released = unsafe {
         match algorithm {
-            Algorithm::Adaptive => (*state.cast::<RawAdaptive<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
-            Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
-            Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended_as(current_tid_in_shared_library()),
-            Algorithm::Futex => {
-                no_longer_owned(algorithm, m, 0);
-                (*state.cast::<RawFutex<NoStats>>()).unlock_if_uncontended()
-            }
+            Algorithm::Adaptive => (*state.cast::<RawAdaptive<NoStats>>()).unlock_if_uncontended_as(tid),
+            Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended_as(tid),
+            Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended_as(tid),
+            Algorithm::Futex => (*state.cast::<RawFutex<NoStats>>()).unlock_if_uncontended(),
             Algorithm::Ticket | Algorithm::Mcs | Algorithm::Spin => false,
         }
+    };
+    if released {
+        return Some(0);
     }
+    if keeps_owner(kind) {
+        // Still held by the caller, for `unlock` to check and release.
+        m.owner.store(tid, Relaxed);
+        m.depth.store(1, Relaxed);
+    }
+    None
 }
 
 /// `pthread_mutex_trylock`: EBUSY when taken (also by the calling thread,
@@ -549,7 +581,7 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
     if kind == RECURSIVE || kind == ERRORCHECK {
-        if m.owner.load(Relaxed) != current_tid() {
+        if m.owner.load(Relaxed) != current_tid_in_shared_library() {
             return libc::EPERM;
         }
         let depth = m.depth.load(Relaxed);
@@ -586,7 +618,7 @@ pub unsafe fn unlock_would_fail(m: *mut libc::pthread_mutex_t) -> bool {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    (kind == RECURSIVE || kind == ERRORCHECK) && m.owner.load(Relaxed) != current_tid()
+    (kind == RECURSIVE || kind == ERRORCHECK) && m.owner.load(Relaxed) != current_tid_in_shared_library()
 }
 
 /// Whether a served mutex is a recursive one held more than once (a
