@@ -333,7 +333,7 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
 
 /// `pthread_mutex_lock` in replace mode (or before the mode is decided).
 /// The hot path of a served program is the uncontended lock and unlock of
-/// mutex: one attempt each, in small functions, with the rest
+/// a mutex: one attempt each, in small functions, with the rest
 /// (errno kept, profiling, glibc's mutexes) a call away. (Uncontended pair
 /// of a served `adaptive` in a C loop, medians of 8 alternated runs: 24.1
 /// ns when every call kept errno, 19.0 ns now, glibc's own 18.4 ns.)
