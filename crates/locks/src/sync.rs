@@ -153,13 +153,22 @@ mod glibc_descriptor {
 
     /// The id while the descriptor is not known to be usable: decides,
     /// once, whether it holds the id the kernel gives, and returns that.
+    /// Leaves `errno` as it found it: its callers' uncontended paths
+    /// promise a pthread replacement that they make no failing system
+    /// call, and the cache's first use registers a fork handler, which
+    /// allocates.
     #[cold]
     pub(super) fn tid_until_checked() -> u32 {
+        // SAFETY: the calling thread's errno location is always valid.
+        let errno = unsafe { *libc::__errno_location() };
         if STATE.load(Relaxed) == UNCHECKED {
             let usable = tid() == super::kernel_tid();
             STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
         }
-        super::current_tid()
+        let id = if usable() { tid() } else { super::current_tid() };
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+        id
     }
 }
 

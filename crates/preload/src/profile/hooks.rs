@@ -382,6 +382,15 @@ unsafe extern "C" fn glibc_mutex_lock(m: Mutex, pc: usize) -> c_int {
 
 unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
+        // A try never waits, so it makes no system call that could change
+        // errno: no need to keep it, but for `mcs`, whose try may
+        // allocate a queue node. (Served `adaptive` trylock+unlock pair in
+        // a C loop, medians of 6 alternated runs: 22.0 ns keeping errno,
+        // 20.9 without; glibc 20.0.)
+        if active().is_none() && algorithm != Algorithm::Mcs {
+            // SAFETY: a served mutex.
+            return unsafe { served::try_lock(algorithm, m) };
+        }
         // SAFETY: a served mutex.
         return keeping_errno(|| exclusive_try(Kind::Mutex, m as usize, pc, || unsafe { served::try_lock(algorithm, m) }));
     }
