@@ -170,8 +170,8 @@ impl<R: Recorder> RawPi<R> {
 }
 
 impl RawPi<NoStats> {
-    /// [`Self::try_lock`] for a caller that has its thread id at hand
-    /// (cheaper from where it runs: see `current_tid_in_shared_library`).
+    /// [`Self::try_lock`] for a caller that has its thread id at hand,
+    /// as [`crate::RawAdaptive::try_lock_as`].
     ///
     /// # Safety
     /// `tid` is the calling thread's id, [`crate::current_tid`]'s value.
@@ -180,14 +180,10 @@ impl RawPi<NoStats> {
         self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
-    /// Releases the lock if thread `tid`, the caller, holds it and no
-    /// waiter needs waking: the uncontended unlock, one compare-exchange,
-    /// never a system call. False, with nothing done, otherwise; then
-    /// [`Self::unlock`] releases it. For callers that must know no system
-    /// call ran (a pthread replacement keeps `errno` as the program left
-    /// it, and saving it costs more than the unlock). Only on a lock that
-    /// records nothing: a recorder hears of a release before it happens,
-    /// and this one may not.
+    /// The uncontended unlock, as [`crate::RawAdaptive::unlock_if_uncontended_as`]
+    /// (which says who needs it): true if thread `tid` held the lock and
+    /// nobody waited; false, with nothing done, otherwise, and then
+    /// [`Self::unlock`] releases it.
     ///
     /// # Safety
     /// As [`Self::try_lock_as`].
