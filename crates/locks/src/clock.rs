@@ -154,6 +154,8 @@ fn measure_pause_ps() -> u64 {
 pub(crate) struct SpinBudget {
     start: u64,
     limit: u64,
+    /// The counter's value at the last check.
+    last: u64,
     #[cfg(loom)]
     iterations: u32,
 }
@@ -161,9 +163,11 @@ pub(crate) struct SpinBudget {
 impl SpinBudget {
     #[inline]
     pub(crate) fn new(limit_cycles: u64) -> Self {
+        let start = cycles();
         SpinBudget {
-            start: cycles(),
+            start,
             limit: limit_cycles,
+            last: start,
             #[cfg(loom)]
             iterations: 0,
         }
@@ -173,6 +177,12 @@ impl SpinBudget {
     #[inline]
     pub(crate) fn elapsed(&self) -> u64 {
         cycles().wrapping_sub(self.start)
+    }
+
+    /// Adds `cycles` to the budget, for time spent on something else.
+    #[inline]
+    pub(crate) fn extend(&mut self, cycles: u64) {
+        self.limit = self.limit.saturating_add(cycles);
     }
 
     /// True once the budget is spent (under loom, after a couple of
@@ -188,7 +198,15 @@ impl SpinBudget {
             #[cfg(not(loom))]
             let _ = limit;
         }
-        self.elapsed() > self.limit
+        self.last = cycles();
+        self.last.wrapping_sub(self.start) > self.limit
+    }
+
+    /// The counter as [`Self::exhausted`] last read it (when opened, if
+    /// never checked): a time stamp that costs nothing more to take.
+    #[inline]
+    pub(crate) fn last_reading(&self) -> u64 {
+        self.last
     }
 }
 

@@ -264,7 +264,7 @@ pub fn current_tid() -> u32 {
     }
     TID.with(|t| {
         if t.get() == 0 {
-            t.set(NEXT.fetch_add(1, StdOrdering::Relaxed) % ((1 << 29) - 1) + 1);
+            t.set(NEXT.fetch_add(1, StdOrdering::Relaxed) % ((1 << 22) - 1) + 1);
         }
         t.get()
     })
