@@ -29,3 +29,5 @@ cargo test --release --workspace
 
 echo "== loom model tests (every interleaving of the parking algorithms)"
 RUSTFLAGS="--cfg loom" cargo test --release -p lockmeter-locks --target-dir target/loom --test 'loom*'
+# (and the models of adaptive's probe bits, which need its private fields)
+RUSTFLAGS="--cfg loom" cargo test --release -p lockmeter-locks --target-dir target/loom --lib models::

@@ -891,10 +891,11 @@ impl<R: Recorder> RawAdaptive<R> {
             if is_free(word) {
                 // Released: take it. Failing means another thread got it
                 // first: the owner changed, stop (seed 000).
-                let taken = self
-                    .word
-                    .compare_exchange(word, new_word | (word & WAITERS), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok();
+                // Keep a probe's window bits, as every take does (a
+                // spinner closes its own window before it takes, but a
+                // word whose takes all keep them needs no more argument).
+                let keep = word & (WAITERS | COUNTING | COUNT_MASK);
+                let taken = self.word.compare_exchange(word, new_word | keep, Ordering::Acquire, Ordering::Relaxed).is_ok();
                 let elapsed = budget.elapsed();
                 if taken {
                     self.spin_succeeded(elapsed);
@@ -1179,7 +1180,7 @@ impl<R: Recorder> RawAdaptive<R> {
     #[cold]
     fn take_timed(&self, word: u32, new_word: u32, kept: KeptCycle) -> bool {
         let seen_free_at = clock::cycles();
-        let timed = new_word | TIMED | (word & WAITERS);
+        let timed = new_word | TIMED | (word & (WAITERS | COUNTING | COUNT_MASK));
         if self.word.compare_exchange(word, timed, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
@@ -2251,5 +2252,44 @@ mod tests {
         unsafe { lock.unlock() };
         let order: Vec<_> = (0..2).map(|_| served.recv_timeout(std::time::Duration::from_secs(5)).unwrap()).collect();
         assert_eq!(order, ["first", "second"]);
+    }
+}
+
+/// loom models of the lock word's probe bits (the parking protocol's own
+/// models are in `tests/loom*.rs`). Under loom no probe runs (it is timed
+/// against a real clock), so the models open the window themselves.
+#[cfg(all(test, loom))]
+mod models {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+
+    /// Two threads take and release the lock while a probe's window is
+    /// open, as `count_kept_acquisitions` leaves it: exclusion holds,
+    /// each release is counted once, whichever path it takes (the
+    /// uncontended one included: COUNTING sends it to the contended one),
+    /// and the window's bits survive every take and release.
+    #[test]
+    fn an_open_window_counts_every_release() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let shared = Arc::new((RawAdaptive::<NoStats>::new(), UnsafeCell::new(0u32)));
+            shared.0.word.store(COUNTING, Ordering::Relaxed);
+            let critical = |shared: &(RawAdaptive<NoStats>, UnsafeCell<u32>)| {
+                shared.0.lock();
+                shared.1.with_mut(|v| unsafe { *v += 1 });
+                unsafe { shared.0.unlock() };
+            };
+            let other = {
+                let shared = shared.clone();
+                loom::thread::spawn(move || critical(&shared))
+            };
+            critical(&shared);
+            other.join().unwrap();
+            assert_eq!(shared.1.with(|v| unsafe { *v }), 2);
+            let word = shared.0.word.load(Ordering::Relaxed);
+            assert_eq!(word & !WAITERS, COUNTING | 2 * COUNT_ONE, "word {word:#x}");
+        });
     }
 }
