@@ -23,14 +23,14 @@
 //!   seven missed graces in a row, only one release in 16 gets a grace);
 //! - whether a release should go to the spinner at all is measured per
 //!   lock: now and then the spinner leaves the lock to its owner for a few
-//!   microseconds counting acquisitions, then takes one release and times
-//!   its own hold, and the faster way wins a vote (see
+//!   microseconds counting releases, then takes one release and times its
+//!   own hold, and the faster way wins a vote (see
 //!   `count_kept_acquisitions`). A critical section that works on much
-//!   data runs slower on a CPU it just moved to, by more than the
-//!   overlap of two threads gains: on such a lock the grace
-//!   grows to 2 µs, any return sends the spinner into the long back-off,
-//!   and queued waiters do not compete for releases (concurrency
-//!   restriction, as in Malthusian locks, where it is measured to pay);
+//!   data runs slower on a CPU it just moved to, by more than the overlap
+//!   of two threads gains: on such a lock the grace grows to 2 µs, any
+//!   return sends the spinner into the long back-off, and queued waiters
+//!   give the owner the same grace (concurrency restriction, as in
+//!   Malthusian locks, where it is measured to pay);
 //! - only one waiter spins on the lock word at a time, the others sleep
 //!   behind it (the kernel's OSQ, reduced to its head: on a machine with few
 //!   CPUs a second spinner can only steal the owner's CPU);
@@ -241,7 +241,7 @@ const GRACE_POLL_NS: u64 = 24;
 /// second lock and a reader lock between two lookups), and waiting that
 /// out is still cheaper than moving the lock.
 const KEEPING_MAX_GRACE_NS: u32 = 2_000;
-/// How long a probe leaves the lock to its owner, counting acquisitions.
+/// How long a probe leaves the lock to its owner, counting releases.
 /// Long enough for a dozen short loops, short enough to cost a lock that
 /// should be handed over little.
 const PROBE_WINDOW_NS: u64 = 4_000;
@@ -379,7 +379,7 @@ impl Tuning {
 }
 
 /// What a probe's window measured of the lock left with its owner: the
-/// cycles per acquisition, or `None` if nobody took it in the window.
+/// cycles per acquisition, or `None` if nobody released it in the window.
 #[cfg(not(loom))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct KeptCycle(Option<u64>);
@@ -895,7 +895,8 @@ impl<R: Recorder> RawAdaptive<R> {
                 // spinner closes its own window before it takes, but a
                 // word whose takes all keep them needs no more argument).
                 let keep = word & (WAITERS | COUNTING | COUNT_MASK);
-                let taken = self.word.compare_exchange(word, new_word | keep, Ordering::Acquire, Ordering::Relaxed).is_ok();
+                let taken =
+                    self.word.compare_exchange(word, new_word | keep, Ordering::Acquire, Ordering::Relaxed).is_ok();
                 let elapsed = budget.elapsed();
                 if taken {
                     self.spin_succeeded(elapsed);
@@ -1145,10 +1146,10 @@ impl<R: Recorder> RawAdaptive<R> {
     /// on one lock a moment apart:
     /// - kept: the spinner leaves the lock alone for `PROBE_WINDOW_NS`
     ///   with COUNTING set in the word, and counts the releases made
-    ///   meanwhile (one per acquisition). It must not read the word in between: every read
-    ///   takes the line from the owner, and timing the owner's next
-    ///   release by reading closely made the kept cycle in the cache
-    ///   program read 450-750 ns against 320 ns unwatched;
+    ///   meanwhile (one per acquisition). It must not read the word in
+    ///   between: every read takes the line from the owner, and timing the
+    ///   owner's next release by reading closely made the kept cycle in
+    ///   the cache program read 450-750 ns against 320 ns unwatched;
     /// - handed over: the spinner takes the next release itself, marking
     ///   the word TIMED; its own unlock measures from the release it saw
     ///   to its own: what the lock does per acquisition handed over, the
@@ -1156,8 +1157,8 @@ impl<R: Recorder> RawAdaptive<R> {
     ///
     /// The shorter way wins the vote. A lock that keeps with its owner
     /// then waits longer for a returning owner and backs off longer after
-    /// one (see `give_owner_grace`), and its queued waiters do not compete
-    /// for a release (`lock_contended_loop`): fewer threads on the lock is
+    /// one (see `give_owner_grace`), and its queued waiters give the owner
+    /// the same grace (`wait_behind_spinner`): fewer threads on the lock is
     /// the concurrency restriction of Malthusian locks, applied only where
     /// it is measured to pay. The handoff bound still serves any waiter
     /// passed over for too long.
