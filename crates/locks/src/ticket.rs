@@ -105,6 +105,13 @@ const SERVED_ONE: u32 = 1 << 16;
 /// One parked waiter, in the `serving` word.
 const PARKED_ONE: u32 = 1;
 
+/// What [`RawTicket::enter`] left to wait for: the turn of the ticket
+/// it took, or the gate.
+#[must_use = "the lock is not held until `RawTicket::wait` returns"]
+pub struct Wait {
+    turn: Option<u32>,
+}
+
 /// The raw `ticket` lock.
 #[repr(C)]
 pub struct RawTicket<R: Recorder = NoStats> {
@@ -184,14 +191,46 @@ impl<R: Recorder> RawTicket<R> {
     /// Takes a ticket and waits for its turn.
     #[inline(always)]
     pub fn lock(&self) {
+        if let Err(wait) = self.enter() {
+            self.wait(wait);
+        }
+    }
+
+    /// The steps of [`Self::lock`] that never wait nor make a system call:
+    /// take a ticket if nobody is at the gate, and the lock if it is the
+    /// ticket's turn. `Err` when the lock must be waited for, by
+    /// [`Self::wait`] (which may park, and so change `errno`: a pthread
+    /// replacement keeps it around that step only).
+    #[inline(always)]
+    pub fn enter(&self) -> Result<(), Wait> {
         // Nobody at the gate and the line not marked full: take a ticket
         // without reading the line. Reading it here, on every lock, cost
         // the uncontended pair 3-4 ns (`sem` at one thread, 38-40 against
         // 44-48 Mops/s); the gate word alone costs nothing measurable.
-        if self.gate.load(Ordering::Relaxed) != 0 && !self.admitted() {
-            self.wait_at_gate();
+        if self.gate.load(Ordering::Relaxed) != 0 {
+            return Err(Wait { turn: None });
         }
-        self.take_ticket();
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) & TICKET_MASK;
+        if self.now_serving() == ticket {
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return Ok(());
+        }
+        Err(Wait { turn: Some(ticket) })
+    }
+
+    /// The rest of [`Self::lock`] after [`Self::enter`] returned `wait`:
+    /// waits for the ticket's turn, or at the gate and then for a ticket.
+    #[cold]
+    pub fn wait(&self, wait: Wait) {
+        match wait.turn {
+            Some(ticket) => self.wait_for_turn(ticket),
+            None => {
+                if !self.admitted() {
+                    self.wait_at_gate();
+                }
+                self.take_ticket();
+            }
+        }
     }
 
     #[inline(always)]

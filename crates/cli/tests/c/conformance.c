@@ -484,7 +484,9 @@ static void owner_dies_during_condvar_wait(void) {
     EQ(pthread_mutex_unlock(&robust_for_cond), 0);
 }
 
-/* Lock functions leave errno alone, contended or not. */
+/* Lock functions leave errno alone, contended or not. Now and then the
+ * holder sleeps, so that waiters park (a futex wait that finds the word
+ * changed fails with EAGAIN: the way a parking lock sets errno). */
 static pthread_mutex_t errno_m = PTHREAD_MUTEX_INITIALIZER;
 static void *hammer_keeping_errno(void *arg) {
     (void)arg;
@@ -497,6 +499,7 @@ static void *hammer_keeping_errno(void *arg) {
             pthread_mutex_lock(&errno_m);
         }
         changed += errno != 4242;
+        if (i % 64 == 0) usleep(50);
         errno = 4242;
         pthread_mutex_unlock(&errno_m);
         changed += errno != 4242;

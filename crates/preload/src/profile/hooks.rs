@@ -344,12 +344,21 @@ unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
     };
     if active().is_none() {
         // SAFETY: a served mutex.
-        if let Some(result) = unsafe { served::lock_uncontended(algorithm, m) } {
-            return result;
+        match unsafe { served::lock_uncontended(algorithm, m) } {
+            Ok(result) => return result,
+            // SAFETY: a served ticket mutex, with its ticket.
+            Err(served::Contended::TicketTaken(wait)) => return unsafe { served_ticket_wait(m, wait) },
+            Err(served::Contended::Untouched) => {}
         }
     }
     // SAFETY: as above.
     unsafe { served_mutex_lock(algorithm, m, pc) }
+}
+
+#[inline(never)]
+unsafe fn served_ticket_wait(m: Mutex, wait: lockmeter_locks::ticket::Wait) -> c_int {
+    // SAFETY: forwarded contract.
+    keeping_errno(|| unsafe { served::wait_for_ticket(m, wait) })
 }
 
 #[inline(never)]

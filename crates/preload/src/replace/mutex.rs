@@ -5,6 +5,7 @@
 //! trylock and from destroying a locked mutex; ETIMEDOUT, and EINVAL for a
 //! bad timespec, from the timed locks.
 
+use lockmeter_locks::ticket;
 use lockmeter_locks::{
     current_tid_in_shared_library, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
@@ -367,20 +368,30 @@ pub unsafe fn lock<R: Recorder>(algorithm: Algorithm, m: *mut libc::pthread_mute
     0
 }
 
+/// What [`lock_uncontended`] left to do.
+pub enum Contended {
+    /// Nothing was done: [`lock`] takes it from the start.
+    Untouched,
+    /// A `ticket` lock's ticket was taken and its turn has not come:
+    /// [`wait_for_ticket`] waits for it.
+    TicketTaken(ticket::Wait),
+}
+
 /// `pthread_mutex_lock` without waiting, the most common call of all: one
-/// attempt, or the owner's relock of a recursive or error-checking mutex,
-/// none of which makes a system call (so the caller need not save `errno`
-/// around it). `Some(result)` when decided; `None`, with nothing done,
-/// when the mutex is taken by another thread: then [`lock`].
+/// attempt (for `ticket`, taking a ticket: a failed attempt would be one
+/// more access to the contended line before taking it anyway), or the
+/// owner's relock of a recursive or error-checking mutex, none of which
+/// makes a system call (so the caller need not save `errno` around it).
+/// `Ok(result)` when decided; `Err` with what is left to do otherwise.
 ///
 /// # Safety
 /// As [`lock`].
 #[inline(always)]
-pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
+pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Result<libc::c_int, Contended> {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     if let Some(result) = relock_by_owner(m) {
-        return Some(result);
+        return Ok(result);
     }
     let state = m.state.as_ptr();
     // SAFETY: as in `with_lock!`; the id is the calling thread's.
@@ -388,13 +399,32 @@ pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex
         Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
         Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
         Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
+        Algorithm::Ticket => match unsafe { (*state.cast::<RawTicket<NoStats>>()).enter() } {
+            Ok(()) => true,
+            Err(wait) => return Err(Contended::TicketTaken(wait)),
+        },
         _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
     };
     if !acquired {
-        return None;
+        return Err(Contended::Untouched);
     }
     now_owned(algorithm, m);
-    Some(0)
+    Ok(0)
+}
+
+/// The rest of a `ticket` mutex's [`lock`] after [`lock_uncontended`]
+/// took a ticket: waits for its turn, which may park (so the caller keeps
+/// `errno` around it).
+///
+/// # Safety
+/// As [`lock`], with `wait` from `lock_uncontended` on this mutex.
+pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait) -> libc::c_int {
+    // SAFETY: forwarded contract.
+    let m = unsafe { served(m) };
+    // SAFETY: as in `with_lock!`: a served `ticket` mutex.
+    unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).wait(wait) };
+    now_owned(Algorithm::Ticket, m);
+    0
 }
 
 /// `pthread_mutex_unlock` with nobody to wake: the owner checks of a
