@@ -169,31 +169,7 @@ impl<R: Recorder> RawPi<R> {
     }
 }
 
-impl RawPi<NoStats> {
-    /// [`Self::try_lock`] for a caller that has its thread id at hand,
-    /// as [`crate::RawAdaptive::try_lock_as`].
-    ///
-    /// # Safety
-    /// `tid` is the calling thread's id, [`crate::current_tid`]'s value.
-    #[inline]
-    pub unsafe fn try_lock_as(&self, tid: u32) -> bool {
-        self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
-    }
-
-    /// The uncontended unlock, as [`crate::RawAdaptive::unlock_if_uncontended_as`]
-    /// (which says who needs it): true if thread `tid` held the lock and
-    /// nobody waited; false, with nothing done, otherwise, and then
-    /// [`Self::unlock`] releases it.
-    ///
-    /// # Safety
-    /// As [`Self::try_lock_as`].
-    #[inline]
-    pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
-        // Fails when the kernel has marked the word FUTEX_WAITERS, and on
-        // one naming another thread.
-        self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok()
-    }
-}
+crate::sync::owner_word_uncontended_steps!(RawPi);
 
 impl<R: Recorder> Default for RawPi<R> {
     fn default() -> Self {

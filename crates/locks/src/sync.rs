@@ -61,6 +61,43 @@ macro_rules! const_unless_loom {
 }
 pub(crate) use const_unless_loom;
 
+/// The uncontended steps of a lock whose word is its owner's id, 0 when
+/// free, with a waiters bit beside the id (`futex-tid`, and `pi`, whose
+/// bit the kernel sets), for callers that have the id at hand: see
+/// [`crate::RawAdaptive::try_lock_as`] and
+/// [`crate::RawAdaptive::unlock_if_uncontended_as`], which say who needs
+/// them.
+macro_rules! owner_word_uncontended_steps {
+    ($lock:ident) => {
+        impl $lock<NoStats> {
+            /// [`Self::try_lock`] for a caller that has its thread id at
+            /// hand.
+            ///
+            /// # Safety
+            /// `tid` is the calling thread's id, [`crate::current_tid`]'s
+            /// value.
+            #[inline]
+            pub unsafe fn try_lock_as(&self, tid: u32) -> bool {
+                self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            }
+
+            /// The uncontended unlock: true if thread `tid` held the lock
+            /// and nobody waited; false, with nothing done, otherwise, and
+            /// then [`Self::unlock`] releases it.
+            ///
+            /// # Safety
+            /// As [`Self::try_lock_as`].
+            #[inline]
+            pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
+                // Fails on a word with the waiters bit, and on one naming
+                // another thread.
+                self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok()
+            }
+        }
+    };
+}
+pub(crate) use owner_word_uncontended_steps;
+
 #[cfg(not(loom))]
 thread_local! {
     /// This thread's kernel id, 0 until first asked for.

@@ -268,7 +268,7 @@ const _: () = {
 /// decided without touching the lock (a relock by the owner).
 fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    if kind != RECURSIVE && kind != ERRORCHECK {
+    if !keeps_owner(kind) {
         return None;
     }
     if m.owner.load(Relaxed) != current_tid_in_shared_library() {
@@ -610,7 +610,7 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    if kind == RECURSIVE || kind == ERRORCHECK {
+    if keeps_owner(kind) {
         if m.owner.load(Relaxed) != current_tid_in_shared_library() {
             return libc::EPERM;
         }
@@ -648,7 +648,7 @@ pub unsafe fn unlock_would_fail(m: *mut libc::pthread_mutex_t) -> bool {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    (kind == RECURSIVE || kind == ERRORCHECK) && m.owner.load(Relaxed) != current_tid_in_shared_library()
+    keeps_owner(kind) && m.owner.load(Relaxed) != current_tid_in_shared_library()
 }
 
 /// Whether a served mutex is a recursive one held more than once (a
