@@ -51,9 +51,17 @@ pub fn variants(text: &str) -> Result<Vec<Variant>, String> {
     Ok(out)
 }
 
+/// `command` as a shell line, for a report.
+pub fn shown(command: &[OsString]) -> String {
+    command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+}
+
 /// What `advise` was asked.
 pub struct Options {
     pub command: Vec<OsString>,
+    /// The command as the report names it: `command` itself, unless it
+    /// runs a copy the user will not find (the demo's temporary build).
+    pub shown_as: String,
     pub variants: Vec<Variant>,
     pub repeat: usize,
     pub metric: Option<regex::Regex>,
@@ -189,7 +197,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
 
     println!(
         "lockmeter advise: {} ({} rounds, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
-        options.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+        options.shown_as,
         rounds,
         options.variants.len()
     );
@@ -239,7 +247,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                 options.variants[i].name(),
                 100.0 * chance
             );
-            println!("Try it: lockmeter run --lock {} -- {}", options.variants[i].name(), options.command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "));
+            println!("Try it: lockmeter run --lock {} -- {}", options.variants[i].name(), options.shown_as);
         } else {
             println!(
                 "No recommendation: the best, {} ({name} {med:.2}x glibc's), was better in {wins} of {n} rounds; \

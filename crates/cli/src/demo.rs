@@ -328,6 +328,7 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Pat
     println!("   algorithms), interleaved\n");
     let options = crate::advise::Options {
         command: vec![binary.into(), "4".into(), "100000".into()],
+        shown_as: "cache 4 100000".into(),
         variants: crate::advise::variants("adaptive,futex").expect("known algorithms"),
         repeat: 7,
         metric: regex::Regex::new("([0-9]+) ops/s").ok(),

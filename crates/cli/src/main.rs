@@ -537,7 +537,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Advise { locks, repeat, metric, plot, command } => {
-            let options = advise::Options { command, variants: locks, repeat: repeat as usize, metric, plot };
+            let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat: repeat as usize, metric, plot };
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {

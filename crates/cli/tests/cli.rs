@@ -56,6 +56,8 @@ fn quick_demo_shows_every_section() {
         "5. The lockmeter report of our locks, oversubscribed",
         "6. Wait histogram",
         "7. Scaling: seed 003's semaphore test",
+        "8. Profiling an unmodified program",
+        "9. Curing it?",
         "11. Kernel-assisted spinning",
     ] {
         assert!(text.contains(section), "missing '{section}':\n{text}");
@@ -64,6 +66,10 @@ fn quick_demo_shows_every_section() {
         assert!(text.contains(lock), "missing {lock}");
     }
     assert!(text.contains("UTIL") && text.contains("NOWAIT") && text.contains("#occurrence"));
+    // The advise section names the program as the reader knows it, not the
+    // temporary copy the demo deletes when it ends.
+    assert!(text.contains("lockmeter advise: cache 4 100000 ("), "advise names the bundled program:\n{text}");
+    assert!(!text.contains("-- /"), "no temporary path to copy:\n{text}");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         assert!(text.contains("adaptive-oncpu"), "root runs adaptive with the on-CPU table:\n{text}");
