@@ -101,6 +101,8 @@ use crate::sync::{
     current_tid, futex_wait, futex_wait_bits, futex_wake, futex_wake_bits, spin_hint, AtomicU32,
     Ordering, WaitOutcome,
 };
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 /// Mask of the owner tid in the lock word (Linux thread ids stay below
@@ -187,9 +189,11 @@ const QUEUED_BITS: u32 = 2;
 const HEAD_BITS: u32 = 4;
 /// How many of the handoff slot's queue a freed slot wakes at once while
 /// claims come slowly (see `wake_next_in_line`).
+#[cfg(not(loom))]
 const SLOT_WAKE_BATCH: u32 = 16;
 /// Claims of the freed slot come slowly when they take longer than this
 /// after the wake, on average.
+#[cfg(not(loom))]
 const SLOW_CLAIM_NS: u64 = 2_000_000;
 
 /// How long the handoff slot's queue takes to claim the slot after a
@@ -197,39 +201,42 @@ const SLOW_CLAIM_NS: u64 = 2_000_000;
 /// scheduler's (how soon a woken thread gets a CPU), which every lock
 /// of the process sees alike. Pairing one lock's wake with another's
 /// claim reads the delay short, which only keeps the single wake.
+#[cfg(not(loom))]
 struct ClaimDelay {
     /// When the slot's queue was last woken (cycles).
-    woken_at: std::sync::atomic::AtomicU64,
+    woken_at: AtomicU64,
     /// The delay from a wake to the next claim, averaged over the last
     /// ~32 claims (ns): in `dir` most claims come within 250 µs and a few
     /// after 1.3-2 ms (a running waiter newly past the bound), and a
     /// shorter average crossed the threshold on those.
-    average_ns: std::sync::atomic::AtomicU64,
+    average_ns: AtomicU64,
 }
 
+#[cfg(not(loom))]
 static CLAIM_DELAY: ClaimDelay = ClaimDelay::new();
 
+#[cfg(not(loom))]
 impl ClaimDelay {
     const fn new() -> Self {
-        ClaimDelay { woken_at: std::sync::atomic::AtomicU64::new(0), average_ns: std::sync::atomic::AtomicU64::new(0) }
+        ClaimDelay { woken_at: AtomicU64::new(0), average_ns: AtomicU64::new(0) }
     }
 
     fn woke(&self) {
-        self.woken_at.store(clock::cycles(), std::sync::atomic::Ordering::Relaxed);
+        self.woken_at.store(clock::cycles(), Ordering::Relaxed);
     }
 
     /// A waiter claimed the slot. (A plain load and store: a racing
     /// claim's update may be lost, which only delays the average.)
     fn claimed(&self) {
-        let since_wake = clock::cycles().wrapping_sub(self.woken_at.load(std::sync::atomic::Ordering::Relaxed));
+        let since_wake = clock::cycles().wrapping_sub(self.woken_at.load(Ordering::Relaxed));
         let delay_ns = clock::cycles_to_ns(since_wake).min(8 * SLOW_CLAIM_NS);
-        let average = self.average_ns.load(std::sync::atomic::Ordering::Relaxed);
-        self.average_ns.store(average - average / 32 + delay_ns / 32, std::sync::atomic::Ordering::Relaxed);
+        let average = self.average_ns.load(Ordering::Relaxed);
+        self.average_ns.store(average - average / 32 + delay_ns / 32, Ordering::Relaxed);
     }
 
     /// How many queued waiters a freed slot should wake.
     fn wake_batch(&self) -> u32 {
-        if self.average_ns.load(std::sync::atomic::Ordering::Relaxed) > SLOW_CLAIM_NS {
+        if self.average_ns.load(Ordering::Relaxed) > SLOW_CLAIM_NS {
             SLOT_WAKE_BATCH
         } else {
             1
