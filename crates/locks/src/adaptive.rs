@@ -197,7 +197,7 @@ const SLOT_WAKE_BATCH: u32 = 16;
 const SLOW_CLAIM_NS: u64 = 2_000_000;
 /// Many wait when at least this many threads of the process sleep in
 /// handoff queues. With 10 µs sections (P=20000 D=50) at 16 threads,
-/// where at most 15 can queue, claims also averaged 1.5-2 ms, and
+/// where at most 15 can queue, claims also averaged 1.4-1.8 ms, and
 /// batches lengthened the p99 wait from 0.7-1.5 ms to 2.2-4.2 ms.
 #[cfg(not(loom))]
 const MANY_QUEUED: u32 = 32;
@@ -243,13 +243,14 @@ impl SlotQueues {
         self.average_claim_ns.store(average - average / 32 + delay_ns / 32, Ordering::Relaxed);
     }
 
-    /// A waiter goes to sleep in a queue (`false`) or wakes (`true`).
-    fn asleep(&self, woke: bool) {
-        if woke {
-            self.sleeping.fetch_sub(1, Ordering::Relaxed);
-        } else {
-            self.sleeping.fetch_add(1, Ordering::Relaxed);
-        }
+    /// A waiter goes to sleep in a queue.
+    fn fell_asleep(&self) {
+        self.sleeping.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A waiter asleep in a queue woke.
+    fn woke_up(&self) {
+        self.sleeping.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// How many queued waiters a freed slot should wake.
@@ -836,7 +837,7 @@ impl<R: Recorder> RawAdaptive<R> {
                         if queued_behind_the_slot {
                             // Sleepers on the word may be behind us: keep
                             // them announced, on a free word too.
-                            if slept && word & WAITERS == 0 {
+                            if slept {
                                 self.word.fetch_or(WAITERS, Ordering::Relaxed);
                             }
                         } else if slept && !self.keep_sleepers_announced(self.word.load(Ordering::Relaxed)) {
@@ -846,10 +847,10 @@ impl<R: Recorder> RawAdaptive<R> {
                         // slot: keep our place at its head.
                         let bits = if *owes_queue_a_wake { HEAD_BITS } else { QUEUED_BITS };
                         #[cfg(not(loom))]
-                        SLOT_QUEUES.asleep(false);
+                        SLOT_QUEUES.fell_asleep();
                         let outcome = futex_wait_bits(&self.handoff, taken, deadline, bits);
                         #[cfg(not(loom))]
-                        SLOT_QUEUES.asleep(true);
+                        SLOT_QUEUES.woke_up();
                         *owes_queue_a_wake = true;
                         if outcome == WaitOutcome::TimedOut {
                             return self.give_up(slept, wait_start);
@@ -2383,12 +2384,12 @@ mod tests {
         }
         assert_eq!(queues.wake_batch(), 1, "claims 5 ms after the wake, nobody asleep");
         for _ in 0..MANY_QUEUED {
-            queues.asleep(false);
+            queues.fell_asleep();
         }
         assert_eq!(queues.wake_batch(), SLOT_WAKE_BATCH, "claims 5 ms after the wake, {MANY_QUEUED} asleep");
-        queues.asleep(true);
+        queues.woke_up();
         assert_eq!(queues.wake_batch(), 1, "one fewer asleep");
-        queues.asleep(false);
+        queues.fell_asleep();
         for _ in 0..100 {
             queues.woke();
             queues.claimed();
