@@ -102,7 +102,7 @@ use crate::sync::{
     Ordering, WaitOutcome,
 };
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32 as ProcessAtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 /// Mask of the owner tid in the lock word (Linux thread ids stay below
@@ -218,7 +218,7 @@ struct SlotQueues {
     /// shorter average crossed the threshold on those.
     average_claim_ns: AtomicU64,
     /// Threads asleep in a queue now.
-    sleeping: ProcessAtomicU32,
+    sleeping: AtomicU32,
 }
 
 #[cfg(not(loom))]
@@ -227,7 +227,7 @@ static SLOT_QUEUES: SlotQueues = SlotQueues::new();
 #[cfg(not(loom))]
 impl SlotQueues {
     const fn new() -> Self {
-        SlotQueues { woken_at: AtomicU64::new(0), average_claim_ns: AtomicU64::new(0), sleeping: ProcessAtomicU32::new(0) }
+        SlotQueues { woken_at: AtomicU64::new(0), average_claim_ns: AtomicU64::new(0), sleeping: AtomicU32::new(0) }
     }
 
     fn woke(&self) {
@@ -2357,6 +2357,16 @@ mod tests {
         }
     }
 
+    /// A lock held by this thread, its handoff slot taken by a request that
+    /// never comes, and a channel for waiters to say they were served.
+    fn held_with_the_slot_taken() -> (Arc<RawAdaptive>, std::sync::mpsc::Sender<&'static str>, std::sync::mpsc::Receiver<&'static str>) {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        lock.lock();
+        lock.handoff.store(OTHER, Ordering::Relaxed);
+        let (served_tx, served) = std::sync::mpsc::channel();
+        (lock, served_tx, served)
+    }
+
     /// Puts `count` waiters to sleep in the queue for the handoff slot,
     /// which a request that never comes holds: each sleeps on the word
     /// past the handoff bound, is woken (as a barging unlock would), finds
@@ -2404,10 +2414,7 @@ mod tests {
     /// leaves the queue but by a wake.
     #[test]
     fn waiters_that_lost_the_slot_keep_their_place_in_line() {
-        let lock = Arc::new(RawAdaptive::<NoStats>::new());
-        lock.lock();
-        lock.handoff.store(OTHER, Ordering::Relaxed);
-        let (served_tx, served) = std::sync::mpsc::channel();
+        let (lock, served_tx, served) = held_with_the_slot_taken();
         queue_for_the_slot(&lock, &served_tx, SLOT_WAKE_BATCH, "first");
         // The slot frees and another starving thread takes it before the
         // woken ones get to it: a whole batch woken, from the queue.
@@ -2436,10 +2443,7 @@ mod tests {
     /// head of the queue, and takes the lock once the slot is empty.
     #[test]
     fn a_waiter_woken_from_the_queue_leaves_a_free_lock_to_the_slot() {
-        let lock = Arc::new(RawAdaptive::<NoStats>::new());
-        lock.lock();
-        lock.handoff.store(OTHER, Ordering::Relaxed);
-        let (served_tx, served) = std::sync::mpsc::channel();
+        let (lock, served_tx, served) = held_with_the_slot_taken();
         queue_for_the_slot(&lock, &served_tx, 1, "queued");
         // Another starving waiter claims the freed slot; the lock is free
         // when the queued one wakes.
