@@ -90,16 +90,20 @@ pub enum Variant {
     /// `adaptive` whose spinner takes the lock the moment it sees it free,
     /// giving the owner no grace to take it back.
     AdaptiveEager,
+    /// `adaptive` whose waiters sleep when their spin ends even if the
+    /// CPU would go idle.
+    AdaptiveIdleSleep,
 }
 
 impl Variant {
     /// Every variant.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::AdaptiveOnCpu,
         Variant::AdaptiveNoBail,
         Variant::TicketNoBackoff,
         Variant::AdaptiveNoBackoff,
         Variant::AdaptiveEager,
+        Variant::AdaptiveIdleSleep,
     ];
 
     /// The stable name.
@@ -110,6 +114,7 @@ impl Variant {
             Variant::TicketNoBackoff => "ticket-nobackoff",
             Variant::AdaptiveNoBackoff => "adaptive-nobackoff",
             Variant::AdaptiveEager => "adaptive-eager",
+            Variant::AdaptiveIdleSleep => "adaptive-idlesleep",
         }
     }
 
@@ -119,7 +124,8 @@ impl Variant {
             Variant::AdaptiveOnCpu
             | Variant::AdaptiveNoBail
             | Variant::AdaptiveNoBackoff
-            | Variant::AdaptiveEager => Algorithm::Adaptive,
+            | Variant::AdaptiveEager
+            | Variant::AdaptiveIdleSleep => Algorithm::Adaptive,
             Variant::TicketNoBackoff => Algorithm::Ticket,
         }
     }

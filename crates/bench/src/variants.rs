@@ -69,5 +69,6 @@ pub fn switch_for(lock: LockKind) -> Result<(), String> {
     config::set_proportional_backoff(variant != Some(Variant::TicketNoBackoff));
     config::set_spinner_backoff(variant != Some(Variant::AdaptiveNoBackoff));
     config::set_owner_return_grace(variant != Some(Variant::AdaptiveEager));
+    config::set_spin_while_a_cpu_would_idle(variant != Some(Variant::AdaptiveIdleSleep));
     use_table(variant == Some(Variant::AdaptiveOnCpu))
 }

@@ -105,7 +105,9 @@ enum Command {
         /// adaptive-nobail (keeps spinning when the owner changes, seed 000),
         /// adaptive-nobackoff (the spinner reads the word without pausing),
         /// adaptive-eager (the spinner gives a releasing owner no grace),
-        /// ticket-nobackoff (no proportional backoff, seed 003).
+        /// adaptive-idlesleep (a waiter sleeps when its spin ends even if
+        /// its CPU would go idle), ticket-nobackoff (no proportional
+        /// backoff, seed 003).
         #[arg(long, value_parser = args::lock_list)]
         locks: Option<args::List<LockKind>>,
         /// Thread counts [default: 1,2,4,8,16,64,256].

@@ -8,7 +8,9 @@
 //!   wasted cycles);
 //! - spin at most once per wake-up (Weisbecker's reply in seed 002: a waiter
 //!   that re-enters the spin loop after losing turns the mutex into a
-//!   spinlock);
+//!   spinlock), unless no thread waits for a CPU: then a sleep would only
+//!   leave this CPU idle, and the waiter spins again, for up to 100 µs per
+//!   wake-up, while the owner runs (see `idle_cpu.rs`);
 //! - the spinner backs off between reads of the lock word, doubling up to
 //!   ~400 ns and a sixteenth of the time spun so far (seed 003's point:
 //!   every read takes the line from the owner; and its proportional
@@ -95,6 +97,7 @@
 
 use crate::clock::{self, SpinBudget};
 use crate::config;
+use crate::idle_cpu;
 use crate::oracle::{OwnerState, OwnerWatch};
 use crate::record::{self, AcquireKind, NoStats, Recorder};
 use crate::sync::{
@@ -275,6 +278,9 @@ const MIN_SPIN_NS: u32 = 2_048;
 /// sleeps: about the cost of a futex sleep and wake-up, which it saves when
 /// the critical section is short.
 const QUEUED_SPIN_NS: u64 = 2_000;
+/// How long a waiter may spin again, per wake-up, while sleeping would
+/// leave a CPU idle (see `idle_cpu.rs`).
+const IDLE_CPU_SPIN_NS: u64 = 100_000;
 /// The spinner's wait between two reads of the lock word doubles, from one
 /// pause, up to this: a tenth of the shortest critical section spinning
 /// is for, so a release is seen at most that late. (Time, not a count of
@@ -339,7 +345,7 @@ const KEEPING_PROBE_BITS: u32 = 4;
 /// long (and so does a waiter about to sleep: a preempted spinner wakes
 /// nobody). The sleeper, if passed over for the handoff bound, then asks for
 /// the lock. ~10 000 wakes a second at most, paid off the owner's CPU.
-const SLEEPER_WAKE_INTERVAL_NS: u64 = 100_000;
+const SLEEPER_WAKE_INTERVAL_NS: u64 = 1_000_000;
 /// The unit of the last-wake stamp kept in the tuning word (7 bits, so the
 /// stamp wraps every ~2 ms: a wrap can delay a wake by one interval).
 const WAKE_STAMP_UNIT_NS: u64 = 16_384;
@@ -720,6 +726,10 @@ impl<R: Recorder> RawAdaptive<R> {
         let mut slept = false;
         // When a spin that one owner outlasted began (see `learn_from_outlasted_spin`).
         let mut outlasted_spin_began = None;
+        // Until when this wake-up may spin again rather than leave a CPU
+        // idle, and whether the last spin saw the owner off its CPU.
+        let mut idle_spin_until = None;
+        let mut owner_off_cpu = false;
         loop {
             let word = self.word.load(Ordering::Relaxed);
 
@@ -769,6 +779,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 let keep = if slept { WAITERS } else { 0 };
                 let spin_began = clock::cycles();
                 let end = self.spin_on_owner(word & OWNER_MASK, tid | keep, deadline);
+                owner_off_cpu = end == SpinEnd::OwnerNotRunning;
                 if end == SpinEnd::Acquired {
                     // (Taking the word cleared SPINNER.)
                     self.spinner.store(0, Ordering::Relaxed);
@@ -860,6 +871,23 @@ impl<R: Recorder> RawAdaptive<R> {
                 }
             }
 
+            // Spinning ended, and nobody waits for a CPU: sleeping would
+            // leave this one idle, and the waiter an unlock wakes would
+            // wait for the owner's (see `idle_cpu.rs`). Spin again instead,
+            // for a bounded time per wake-up. Re-entering the spin is what
+            // Weisbecker warns of in seed 002, but his cost is a CPU taken
+            // from other threads, and here no thread wants it. Not when
+            // the owner was seen off its CPU: with no thread waiting for a
+            // CPU, it is blocked, and seed 002 sleeps then.
+            if !owner_off_cpu && config::spinning_enabled() && config::spin_while_a_cpu_would_idle() {
+                let now = clock::cycles();
+                let until = *idle_spin_until.get_or_insert(now + clock::ns_to_cycles(IDLE_CPU_SPIN_NS));
+                if now < until && idle_cpu::a_cpu_would_idle() {
+                    may_spin = true;
+                    continue;
+                }
+            }
+
             // Sleep: announce ourselves with WAITERS, then wait for a wake.
             if word & WAITERS == 0
                 && self
@@ -881,6 +909,7 @@ impl<R: Recorder> RawAdaptive<R> {
             }
             slept = true;
             may_spin = config::spinning_enabled();
+            idle_spin_until = None;
         }
     }
 

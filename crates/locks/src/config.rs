@@ -9,7 +9,8 @@
 //!
 //! More switches exist for experiments that remove one decision to measure
 //! what it is worth (`lockmeter bench`'s `adaptive-nobail`,
-//! `ticket-nobackoff`, `adaptive-nobackoff`, `adaptive-eager`); production
+//! `ticket-nobackoff`, `adaptive-nobackoff`, `adaptive-eager`,
+//! `adaptive-idlesleep`); production
 //! code leaves them on:
 //! - [`set_bail_on_owner_change`]: `adaptive` stops spinning when the lock
 //!   changes owner (seed 000);
@@ -17,7 +18,9 @@
 //!   between checks (seed 003);
 //! - [`set_spinner_backoff`]: `adaptive`'s spinner backs off between reads;
 //! - [`set_owner_return_grace`]: `adaptive`'s spinner lets a releasing
-//!   owner take the lock back before competing for it.
+//!   owner take the lock back before competing for it;
+//! - [`set_spin_while_a_cpu_would_idle`]: an `adaptive` waiter about to
+//!   sleep spins again instead while no thread waits for a CPU.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -31,6 +34,7 @@ static BAIL_ON_OWNER_CHANGE: AtomicBool = AtomicBool::new(true);
 static PROPORTIONAL_BACKOFF: AtomicBool = AtomicBool::new(true);
 static SPINNER_BACKOFF: AtomicBool = AtomicBool::new(true);
 static OWNER_RETURN_GRACE: AtomicBool = AtomicBool::new(true);
+static SPIN_WHILE_A_CPU_WOULD_IDLE: AtomicBool = AtomicBool::new(true);
 /// Handoff bound in nanoseconds; `u64::MAX` means "not read yet".
 static HANDOFF_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -140,4 +144,17 @@ pub fn owner_return_grace() -> bool {
 /// moment it sees it free.
 pub fn set_owner_return_grace(enabled: bool) {
     OWNER_RETURN_GRACE.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether an `adaptive` waiter about to sleep spins again instead while
+/// sleeping would leave a CPU idle (see `idle_cpu.rs`).
+#[inline]
+pub fn spin_while_a_cpu_would_idle() -> bool {
+    SPIN_WHILE_A_CPU_WOULD_IDLE.load(Ordering::Relaxed)
+}
+
+/// Experiments only: `false` makes an `adaptive` waiter sleep when its
+/// spin ends, whether or not a CPU would idle.
+pub fn set_spin_while_a_cpu_would_idle(enabled: bool) {
+    SPIN_WHILE_A_CPU_WOULD_IDLE.store(enabled, Ordering::Relaxed);
 }

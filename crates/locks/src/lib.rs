@@ -40,6 +40,7 @@ pub mod config;
 pub mod futex;
 pub mod futex_mutex;
 pub mod futex_tid;
+pub mod idle_cpu;
 pub mod mcs;
 pub mod oracle;
 pub mod record;
