@@ -92,7 +92,7 @@ fn online_cpus() -> Option<u32> {
 /// Runnable threads in the machine, the reader included, from
 /// `/proc/loadavg`.
 #[cfg(not(loom))]
-pub fn runnable_threads() -> Option<u32> {
+fn runnable_threads() -> Option<u32> {
     // The descriptor is kept open. A program may close descriptors it did
     // not open (daemons close them all) and reuse the number: a read that
     // fails, or does not parse as the kernel's line, opens the file again
