@@ -904,12 +904,21 @@ impl<R: Recorder> RawAdaptive<R> {
                 // keep arriving under oversubscription, so they check too.
                 self.wake_an_overdue_sleeper();
             }
-            if futex_wait(&self.word, word | WAITERS, deadline) == WaitOutcome::TimedOut {
-                return self.give_up(true, wait_start);
+            match futex_wait(&self.word, word | WAITERS, deadline) {
+                WaitOutcome::TimedOut => return self.give_up(true, wait_start),
+                WaitOutcome::Woken => {
+                    slept = true;
+                    idle_spin_until = None;
+                }
+                // The word changed before this waiter slept: an owner
+                // that relocks within nanoseconds beats nearly every
+                // waiter into the kernel. It took no wake, so it owes the
+                // sleepers no mark; counted as a sleeper, it re-marked the
+                // word when it took the lock, and the owner's next unlock
+                // woke a sleeper for nothing.
+                WaitOutcome::ValueChanged => {}
             }
-            slept = true;
             may_spin = config::spinning_enabled();
-            idle_spin_until = None;
         }
     }
 

@@ -74,7 +74,7 @@ impl Condvar {
         reacquire();
         match outcome {
             WaitOutcome::TimedOut => WaitResult::TimedOut,
-            WaitOutcome::Woken => WaitResult::Notified,
+            WaitOutcome::Woken | WaitOutcome::ValueChanged => WaitResult::Notified,
         }
     }
 

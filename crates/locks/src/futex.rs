@@ -10,8 +10,12 @@ use std::time::Instant;
 /// a spurious return is always harmless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
-    /// Woken, interrupted, or the word no longer held the expected value.
+    /// Woken, interrupted by a signal, or spuriously.
     Woken,
+    /// The word no longer held the expected value: the caller never slept,
+    /// so it took no wake (a lock whose woken sleeper owes the others a
+    /// mark can tell it owes nothing).
+    ValueChanged,
     /// The deadline passed.
     TimedOut,
 }
@@ -76,10 +80,13 @@ mod os {
                 bits,
             )
         };
-        if r == -1 && errno() == libc::ETIMEDOUT {
-            WaitOutcome::TimedOut
-        } else {
-            WaitOutcome::Woken
+        if r != -1 {
+            return WaitOutcome::Woken;
+        }
+        match errno() {
+            libc::ETIMEDOUT => WaitOutcome::TimedOut,
+            libc::EAGAIN => WaitOutcome::ValueChanged,
+            _ => WaitOutcome::Woken,
         }
     }
 
@@ -150,7 +157,7 @@ mod model {
         let (lock, cv) = &*TABLE;
         let mut table = lock.lock().unwrap();
         if word.load(crate::sync::Ordering::SeqCst) != expected {
-            return WaitOutcome::Woken;
+            return WaitOutcome::ValueChanged;
         }
         let id = table.next_id;
         table.next_id += 1;
@@ -186,3 +193,35 @@ mod model {
 
 #[cfg(loom)]
 pub use model::{wait, wait_bits, wake, wake_bits};
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The three outcomes are told apart: a word that changed before the
+    /// wait (the caller never slept), a real wake, and a deadline.
+    #[test]
+    fn a_wait_tells_a_changed_word_from_a_wake_and_a_timeout() {
+        let word = Arc::new(AtomicU32::new(1));
+        assert_eq!(wait(&word, 0, None), WaitOutcome::ValueChanged);
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(wait(&word, 1, Some(soon)), WaitOutcome::TimedOut);
+        let waker = {
+            let word = word.clone();
+            std::thread::spawn(move || {
+                // Wake until the sleeper is gone (it may not be asleep yet).
+                while word.load(std::sync::atomic::Ordering::Acquire) == 1 {
+                    wake(&*word, 1);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        let outcome = wait(&word, 1, None);
+        word.store(2, std::sync::atomic::Ordering::Release);
+        waker.join().unwrap();
+        assert_eq!(outcome, WaitOutcome::Woken);
+    }
+}
