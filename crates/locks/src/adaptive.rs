@@ -346,7 +346,7 @@ const KEEPING_PROBE_BITS: u32 = 4;
 /// long (and so does a waiter about to sleep: a preempted spinner wakes
 /// nobody). The sleeper, if passed over for the handoff bound, then asks for
 /// the lock. ~10 000 wakes a second at most, paid off the owner's CPU.
-const SLEEPER_WAKE_INTERVAL_NS: u64 = 1_000_000;
+const SLEEPER_WAKE_INTERVAL_NS: u64 = 100_000;
 /// The unit of the last-wake stamp kept in the tuning word (7 bits, so the
 /// stamp wraps every ~2 ms: a wrap can delay a wake by one interval).
 const WAKE_STAMP_UNIT_NS: u64 = 16_384;
