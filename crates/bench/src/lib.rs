@@ -10,6 +10,7 @@
 
 pub mod experiment;
 mod locks;
+pub mod pair;
 mod variants;
 pub mod plot;
 pub mod render;

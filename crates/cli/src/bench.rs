@@ -6,6 +6,7 @@ use lockmeter_bench::experiment::{Experiment, Workload};
 use lockmeter_bench::work::Calibration;
 use lockmeter_bench::{plot, render, LockKind, Recording};
 use lockmeter_bench::experiment::Report;
+use lockmeter_bench::pair::PairExperiment;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub enum WorkloadName {
     Sem,
     /// Seed 000/002's test-mutex "V": create and unlink entries in one shared directory.
     Dir,
+    /// One thread, no contention: ns per lock+unlock pair, beside a bare test-and-set.
+    Pair,
 }
 
 /// Everything `bench` was asked.
@@ -53,6 +56,21 @@ pub struct Options {
 
 /// Checks option combinations clap cannot express; a usage error.
 pub fn validate(o: &Options) -> Result<(), String> {
+    if o.workload == WorkloadName::Pair {
+        let given = [
+            ("--threads", o.threads.is_some()),
+            ("--period", o.periods.is_some()),
+            ("--duty", o.duties.is_some()),
+            ("--fs", o.fs.is_some()),
+            ("--plot", o.plot.is_some()),
+            ("--plot-histogram", o.plot_histogram.is_some()),
+            ("--histogram-threads", o.histogram_threads.is_some()),
+            ("--pin", o.pin),
+        ];
+        if let Some((option, _)) = given.iter().find(|(_, given)| *given) {
+            return Err(format!("{option} does not apply to the pair workload (one thread, no contention)"));
+        }
+    }
     if o.fs.is_some() && o.workload != WorkloadName::Dir {
         return Err("--fs only applies to the dir workload".into());
     }
@@ -90,6 +108,7 @@ pub fn run(o: Options) -> Result<(), String> {
         WorkloadName::Duty => Workload::Duty,
         WorkloadName::Sem => Workload::Sem,
         WorkloadName::Dir => Workload::Dir { fs: o.fs },
+        WorkloadName::Pair => return run_pair(o),
     };
     // --quick: a sub-second smoke run that still exercises every field.
     let experiment = Experiment {
@@ -103,18 +122,62 @@ pub fn run(o: Options) -> Result<(), String> {
         recording: Recording::Counts,
         pin: o.pin,
     };
-    let calibration = Calibration::measure();
-    let mut progress = Progress::new(experiment.total_runs());
-    let report = experiment.run(&calibration, |step| progress.step(step));
-    progress.finish();
-    let report = report?;
+    let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    let text = render_as(
+        o.format,
+        || render::table(&report),
+        || render::csv(&report),
+        || serde_json::to_string_pretty(&report),
+    )?;
+    emit(&text, o.output.as_deref())?;
+    draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+}
 
-    let text = match o.format {
-        Format::Table => render::table(&report),
-        Format::Csv => render::csv(&report),
-        Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n",
+/// `lockmeter bench pair`: the uncontended pair, every lock in rotating
+/// rounds.
+fn run_pair(o: Options) -> Result<(), String> {
+    let experiment = PairExperiment {
+        locks: o.locks.unwrap_or_else(|| {
+            [LockKind::TasFloor].into_iter().chain(LockKind::ours()).chain(LockKind::PEERS).collect()
+        }),
+        run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(5) } else { Duration::from_millis(100) }),
+        repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
     };
-    match &o.output {
+    let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
+    emit(&text, o.output.as_deref())
+}
+
+/// Runs an experiment of `total_runs` runs on a freshly calibrated
+/// machine, with a progress line.
+fn with_progress<R>(
+    total_runs: usize,
+    run: impl FnOnce(&Calibration, &mut dyn FnMut(&str)) -> Result<R, String>,
+) -> Result<R, String> {
+    let calibration = Calibration::measure();
+    let mut progress = Progress::new(total_runs);
+    let report = run(&calibration, &mut |step| progress.step(step));
+    progress.finish();
+    report
+}
+
+/// A report in `format`, from its three renderings.
+fn render_as(
+    format: Format,
+    table: impl FnOnce() -> String,
+    csv: impl FnOnce() -> String,
+    json: impl FnOnce() -> serde_json::Result<String>,
+) -> Result<String, String> {
+    Ok(match format {
+        Format::Table => table(),
+        Format::Csv => csv(),
+        Format::Json => json().map_err(|e| e.to_string())? + "\n",
+    })
+}
+
+/// Writes `text` to `output` (atomically), or to stdout.
+fn emit(text: &str, output: Option<&Path>) -> Result<(), String> {
+    match output {
         Some(path) => {
             if let Err(e) = write_atomically(path, text.as_bytes()) {
                 // Keep the results of a long run: print them instead.
@@ -124,7 +187,7 @@ pub fn run(o: Options) -> Result<(), String> {
         }
         None => print!("{text}"),
     }
-    draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+    Ok(())
 }
 
 /// Draws the requested plots of `report`.

@@ -88,15 +88,20 @@ enum Command {
     /// operations per ms on a CPU, most / fewest of any thread (low for a
     /// thread the lock keeps failing), and why the least served thread
     /// did little: its time awake, CPU share and rate against the median
-    /// thread's.
+    /// thread's. `pair` is the uncontended cost: ns per lock+unlock on one
+    /// thread, every lock once per round in rotating order, medians, beside
+    /// tas-floor (a bare test-and-set) and against the fastest peer and
+    /// glibc.
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
     ///   lockmeter bench sem --format json --output sem.json --plot sem.svg
     ///   lockmeter bench dir --fs /tmp/scratch --threads 1,2,4
+    ///   lockmeter bench pair --locks tas-floor,adaptive,peers
     #[command(verbatim_doc_comment)]
     Bench {
-        /// duty (seed 001), sem (seed 003) or dir (seed 000/002).
+        /// duty (seed 001), sem (seed 003), dir (seed 000/002), or pair (the
+        /// uncontended lock+unlock).
         #[arg(value_enum)]
         workload: bench::WorkloadName,
         /// Locks: names, or the groups ours, peers, all [default: all]. Also
@@ -113,10 +118,10 @@ enum Command {
         /// Thread counts [default: 1,2,4,8,16,64,256].
         #[arg(long, value_parser = args::thread_list)]
         threads: Option<args::List<usize>>,
-        /// Length of each run, e.g. 500ms or 2s [default: 500ms].
+        /// Length of each run, e.g. 500ms or 2s [default: 500ms; pair: 100ms].
         #[arg(long, value_parser = args::positive_duration, allow_hyphen_values = true)]
         seconds: Option<std::time::Duration>,
-        /// Runs per point; medians are over these [default: 3].
+        /// Runs per point; medians are over these [default: 3; pair: 7].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
         repeat: Option<u64>,
         /// duty: periods in ns [default: 1000,10000].

@@ -161,6 +161,42 @@ fn csv_table_and_plots() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `pair`: one point per lock, in the order asked, each the median of its
+/// own rounds; the table compares with the fastest peer and glibc.
+#[test]
+fn pair_reports_the_uncontended_cost_of_every_lock() {
+    let report = run_json(&["bench", "pair", "--locks", "tas-floor,adaptive,glibc,std", "--repeat", "3"]);
+    assert_eq!(report["workload"], "pair");
+    assert_eq!(report["repeat"], 3);
+    assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
+    let points = report["points"].as_array().unwrap();
+    let names: Vec<&str> = points.iter().map(|p| p["lock"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tas-floor", "adaptive", "glibc", "std"]);
+    for p in points {
+        let mut runs: Vec<f64> = p["ns_per_pair_runs"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap()).collect();
+        assert_eq!(runs.len(), 3);
+        runs.sort_by(f64::total_cmp);
+        assert_eq!(p["ns_per_pair"].as_f64().unwrap(), runs[1], "{}: the median of its runs", p["lock"]);
+        assert!(runs[0] > 0.0);
+    }
+    // glibc's mutex pays its atomic instructions: the process has a second
+    // thread while the pair is timed (single-threaded, glibc skips them and
+    // reads a fraction of the floor's cost).
+    let ns = |lock: &str| points.iter().find(|p| p["lock"] == lock).unwrap()["ns_per_pair"].as_f64().unwrap();
+    assert!(ns("glibc") > 0.9 * ns("tas-floor"), "glibc {} ns against tas-floor {} ns", ns("glibc"), ns("tas-floor"));
+
+    let out = lockmeter().args(["bench", "pair", "--quick", "--locks", "adaptive,glibc,std"]).output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("ns/pair") && table.contains("vs glibc"), "{table}");
+    let glibc_row = table.lines().find(|l| l.starts_with("glibc")).unwrap();
+    assert!(glibc_row.trim_end().ends_with("1.00x"), "{table}");
+    let csv = lockmeter().args(["bench", "pair", "--quick", "--locks", "adaptive", "--format", "csv"]).output().unwrap();
+    let csv = String::from_utf8(csv.stdout).unwrap();
+    assert!(csv.starts_with("workload,lock,ns_per_pair,"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with("pair,adaptive,"), "{csv}");
+}
+
 #[test]
 fn bad_options_are_one_line_errors_with_exit_code_2() {
     for (args, expected) in [
@@ -174,6 +210,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "does not exist"),
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
         (vec!["bench", "duty", "--threads", "2", "--histogram-threads", "4"], "not one of --threads"),
+        (vec!["bench", "pair", "--threads", "2"], "--threads does not apply to the pair workload"),
+        (vec!["bench", "pair", "--plot", "pair.svg"], "--plot does not apply to the pair workload"),
     ] {
         let out = lockmeter().args(&args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();

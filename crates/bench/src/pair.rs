@@ -1,0 +1,224 @@
+//! `pair`: what one uncontended lock+unlock pair costs, the price every
+//! acquisition pays before any contention (the first target, and
+//! the floor a bare test-and-set sets beside it).
+//!
+//! One thread, no waiters: the number is the fast path alone, so it moves
+//! with the machine's moment more than the contended workloads do. Every
+//! lock is measured once per round, rounds rotate the order (A B C, then
+//! B C A, ...), and the figure is the median over rounds, so a slow spell
+//! hits every lock alike and no lock always runs first.
+
+use crate::experiment::Machine;
+use crate::locks::LockKind;
+use crate::work::Calibration;
+use crate::workloads::{median, uncontended_pair_ns};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Pairs timed to estimate a lock's cost before sizing its runs.
+const ESTIMATE_PAIRS: u64 = 100_000;
+/// Fewest pairs in a run, however slow the lock: a run must outlast the
+/// clock's resolution many times over.
+const MIN_PAIRS: u64 = 10_000;
+
+/// What to measure.
+pub struct PairExperiment {
+    /// The locks, in report order.
+    pub locks: Vec<LockKind>,
+    /// About how long each lock's run lasts.
+    pub run: Duration,
+    /// Rounds; the figure is the median over them.
+    pub repeat: usize,
+}
+
+/// One lock's cost.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PairPoint {
+    /// Lock name.
+    pub lock: String,
+    /// Median over rounds, ns per lock+unlock pair.
+    pub ns_per_pair: f64,
+    /// Every round's value, in run order.
+    pub ns_per_pair_runs: Vec<f64>,
+    /// Pairs per run.
+    pub pairs: u64,
+}
+
+/// A finished `pair` measurement: the JSON contract.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PairReport {
+    /// The machine.
+    pub machine: Machine,
+    /// Always "pair".
+    pub workload: String,
+    /// About how long each run lasted, seconds.
+    pub seconds_per_run: f64,
+    /// Rounds.
+    pub repeat: usize,
+    /// One entry per lock, in the order asked.
+    pub points: Vec<PairPoint>,
+}
+
+impl PairExperiment {
+    /// How many runs [`Self::run`] makes (for progress).
+    pub fn total_runs(&self) -> usize {
+        self.locks.len() * self.repeat
+    }
+
+    /// Measures every lock `repeat` times in rotating order; `progress`
+    /// is called before each run.
+    pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<PairReport, String> {
+        crate::variants::prepare(self.locks.iter().copied())?;
+        let run_ns = self.run.as_nanos() as f64;
+        let mut pairs = Vec::with_capacity(self.locks.len());
+        for &lock in &self.locks {
+            crate::variants::switch_for(lock)?;
+            let estimate = uncontended_pair_ns(lock, ESTIMATE_PAIRS).max(0.1);
+            pairs.push(((run_ns / estimate) as u64).max(MIN_PAIRS));
+        }
+        let mut runs: Vec<Vec<f64>> = vec![Vec::with_capacity(self.repeat); self.locks.len()];
+        for round in 0..self.repeat {
+            for step in 0..self.locks.len() {
+                let i = (round + step) % self.locks.len();
+                let lock = self.locks[i];
+                progress(&format!("pair {} round {}/{}", lock.name(), round + 1, self.repeat));
+                crate::variants::switch_for(lock)?;
+                runs[i].push(uncontended_pair_ns(lock, pairs[i]));
+            }
+        }
+        crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults
+        let points = self
+            .locks
+            .iter()
+            .zip(runs)
+            .zip(pairs)
+            .map(|((lock, runs), pairs)| PairPoint {
+                lock: lock.name().to_string(),
+                ns_per_pair: median(&mut runs.clone()),
+                ns_per_pair_runs: runs,
+                pairs,
+            })
+            .collect();
+        Ok(PairReport {
+            machine: Machine::describe(calibration),
+            workload: "pair".into(),
+            seconds_per_run: self.run.as_secs_f64(),
+            repeat: self.repeat,
+            points,
+        })
+    }
+}
+
+impl PairReport {
+    /// The fastest peer's point, if any peer was measured.
+    pub fn fastest_peer(&self) -> Option<&PairPoint> {
+        self.points
+            .iter()
+            .filter(|p| LockKind::PEERS.iter().any(|peer| peer.name() == p.lock))
+            .min_by(|a, b| a.ns_per_pair.total_cmp(&b.ns_per_pair))
+    }
+
+    fn glibc(&self) -> Option<&PairPoint> {
+        self.points.iter().find(|p| p.lock == LockKind::Glibc.name())
+    }
+
+    /// The table for people: a row per lock, its median and range, and
+    /// its ratio to the fastest peer and to glibc's mutex.
+    pub fn table(&self) -> String {
+        let m = &self.machine;
+        let mut out = format!(
+            "{} cores, {}, kernel {}{}; {} round(s) of ~{:.0} ms per lock, order rotating, medians\n\n",
+            m.cores,
+            m.cpu_model,
+            m.kernel,
+            if m.hypervisor { ", under a hypervisor" } else { "" },
+            self.repeat,
+            self.seconds_per_run * 1e3
+        );
+        let fastest = self.fastest_peer();
+        let glibc = self.glibc();
+        out += "pair: ns per uncontended lock+unlock\n";
+        let _ = writeln!(
+            out,
+            "{:<20} {:>8} {:>16} {:>16} {:>9}",
+            "lock",
+            "ns/pair",
+            "min..max",
+            format!("vs {}", fastest.map_or("fastest peer", |p| p.lock.as_str())),
+            "vs glibc"
+        );
+        for p in &self.points {
+            let lo = p.ns_per_pair_runs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = p.ns_per_pair_runs.iter().copied().fold(0.0, f64::max);
+            let ratio = |base: Option<&PairPoint>| base.map_or("-".to_string(), |b| format!("{:.2}x", p.ns_per_pair / b.ns_per_pair));
+            let _ = writeln!(
+                out,
+                "{:<20} {:>8.2} {:>16} {:>16} {:>9}",
+                p.lock,
+                p.ns_per_pair,
+                format!("{lo:.2}..{hi:.2}"),
+                ratio(fastest),
+                ratio(glibc)
+            );
+        }
+        out
+    }
+
+    /// One row per lock.
+    pub fn csv(&self) -> String {
+        let mut out = String::from("workload,lock,ns_per_pair,ns_per_pair_min,ns_per_pair_max,pairs,runs\n");
+        for p in &self.points {
+            let lo = p.ns_per_pair_runs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = p.ns_per_pair_runs.iter().copied().fold(0.0, f64::max);
+            let _ = writeln!(out, "pair,{},{:.3},{lo:.3},{hi:.3},{},{}", p.lock, p.ns_per_pair, p.pairs, p.ns_per_pair_runs.len());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(locks: &[&str], repeat: usize) -> PairReport {
+        let experiment = PairExperiment {
+            locks: locks.iter().map(|l| l.parse().unwrap()).collect(),
+            run: Duration::from_millis(2),
+            repeat,
+        };
+        let mut steps = Vec::new();
+        let report = experiment.run(&Calibration { iterations_per_ns: 1.0 }, |s| steps.push(s.to_string())).unwrap();
+        assert_eq!(steps.len(), experiment.total_runs());
+        report
+    }
+
+    #[test]
+    fn every_lock_gets_every_round_and_the_median_is_of_its_own_runs() {
+        let report = measured(&["tas-floor", "adaptive", "glibc", "std"], 3);
+        let names: Vec<&str> = report.points.iter().map(|p| p.lock.as_str()).collect();
+        assert_eq!(names, ["tas-floor", "adaptive", "glibc", "std"]);
+        for p in &report.points {
+            assert_eq!(p.ns_per_pair_runs.len(), 3);
+            assert!(p.pairs >= MIN_PAIRS);
+            assert_eq!(p.ns_per_pair, median(&mut p.ns_per_pair_runs.clone()));
+            assert!(p.ns_per_pair > 0.0 && p.ns_per_pair < 10_000.0, "{}: {} ns", p.lock, p.ns_per_pair);
+        }
+        // tas-floor is not a peer: the fastest peer is glibc or std.
+        let fastest = report.fastest_peer().unwrap();
+        assert!(["glibc", "std"].contains(&fastest.lock.as_str()));
+        let table = report.table();
+        assert!(table.contains(&format!("vs {}", fastest.lock)), "{table}");
+        assert!(table.lines().any(|l| l.starts_with("glibc") && l.trim_end().ends_with("1.00x")), "{table}");
+        assert_eq!(report.csv().lines().count(), 5);
+    }
+
+    #[test]
+    fn without_peers_the_ratios_are_left_out() {
+        let report = measured(&["adaptive", "ticket"], 1);
+        assert!(report.fastest_peer().is_none());
+        let table = report.table();
+        assert!(table.contains("vs fastest peer"), "{table}");
+        assert!(table.lines().filter(|l| l.starts_with("adaptive") || l.starts_with("ticket")).all(|l| l.trim_end().ends_with('-')));
+    }
+}
