@@ -2,6 +2,7 @@
 //! is the serde form of [`Report`]).
 
 use crate::experiment::{PointResult, Report};
+use crate::locks::LockKind;
 use std::fmt::Write as _;
 
 /// The points of one panel: same workload parameters, all locks and threads.
@@ -60,6 +61,7 @@ pub fn table(report: &Report) -> String {
             Some(e) => format!("{} ({:>3.0}%)", mops(p.ops_per_sec), 100.0 * e),
             None => mops(p.ops_per_sec),
         });
+        against_best_peer(&mut out, &title, &points);
         if points.iter().any(|p| p.threads > 1) {
             let heading = format!("{title}: fairness, most / fewest operations of any thread");
             grid(&mut out, &heading, &points, 9, |p| match p.per_thread_ops.min {
@@ -99,6 +101,48 @@ pub fn table(report: &Report) -> String {
     out
 }
 
+/// Where our locks and peers ran side by side: each of ours against the
+/// best peer at the same thread count (ours / its ops/s), and which peer
+/// that was. The targets are stated as these ratios, and ones near 1.0
+/// need three decimals (0.998x is a miss that two would print as 1.00x).
+fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
+    let is_peer = |p: &PointResult| LockKind::PEERS.iter().any(|peer| peer.name() == p.lock);
+    let is_ours = |p: &PointResult| p.lock.parse::<LockKind>().is_ok_and(LockKind::is_ours);
+    let ours = distinct(points.iter().filter(|p| is_ours(p)).map(|p| p.lock.as_str()));
+    if ours.is_empty() || !points.iter().any(|p| is_peer(p)) {
+        return;
+    }
+    let threads = distinct(points.iter().map(|p| p.threads));
+    let best: Vec<Option<&PointResult>> = threads
+        .iter()
+        .map(|t| {
+            points.iter().copied().filter(|p| p.threads == *t && is_peer(p)).max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+        })
+        .collect();
+    const WIDTH: usize = 15;
+    let _ = writeln!(out, "\n{title}: against the best peer at each thread count (ops/s ratio)");
+    row(out, "lock \\ threads", threads.iter().map(usize::to_string), WIDTH);
+    for lock in ours {
+        let ratios = threads.iter().zip(&best).map(|(t, best)| {
+            match (points.iter().find(|p| p.lock == lock && p.threads == *t), best) {
+                (Some(o), Some(b)) if b.ops_per_sec > 0.0 => format!("{:.3}x", o.ops_per_sec / b.ops_per_sec),
+                _ => String::from("-"),
+            }
+        });
+        row(out, lock, ratios, WIDTH);
+    }
+    row(out, "(best peer)", best.iter().map(|b| b.map_or("-", |b| b.lock.as_str()).to_string()), WIDTH);
+}
+
+/// One line of a table: `label`, then `cells` right-aligned in `width`.
+fn row(out: &mut String, label: &str, cells: impl Iterator<Item = String>, width: usize) {
+    let _ = write!(out, "{label:<16}");
+    for cell in cells {
+        let _ = write!(out, "{cell:>width$}");
+    }
+    out.push('\n');
+}
+
 /// Operations per second as Mops/s with four significant digits: with a
 /// fixed three decimals, the 0.02 Mops/s of 36 µs critical sections would
 /// print with two, and ratios read off the table would round by 5%.
@@ -114,18 +158,12 @@ fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, 
     let threads = distinct(points.iter().map(|p| p.threads));
     let locks = distinct(points.iter().map(|p| p.lock.as_str()));
     let _ = writeln!(out, "\n{heading}");
-    let _ = write!(out, "{:<16}", "lock \\ threads");
-    for t in &threads {
-        let _ = write!(out, "{t:>width$}");
-    }
-    out.push('\n');
+    row(out, "lock \\ threads", threads.iter().map(usize::to_string), width);
     for lock in locks {
-        let _ = write!(out, "{lock:<16}");
-        for t in &threads {
-            let text = points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p));
-            let _ = write!(out, "{text:>width$}");
-        }
-        out.push('\n');
+        let cells = threads
+            .iter()
+            .map(|t| points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p)));
+        row(out, lock, cells, width);
     }
 }
 

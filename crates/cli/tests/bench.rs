@@ -158,7 +158,37 @@ fn csv_table_and_plots() {
         assert!(table.contains("fairness per CPU time, most / fewest operations per ms on a CPU"), "{table}");
         assert!(table.contains("the thread with the fewest operations against the median thread"), "{table}");
     }
+    // Only our locks: no peer to compare with, no ratio table.
+    assert!(!table.contains("against the best peer"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Beside peers, each of our locks gets its ratio to the best peer at each
+/// thread count, computed from the throughput table, and the peer's name.
+#[test]
+fn the_table_gives_ours_against_the_best_peer() {
+    let out = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive,ticket,std,parking_lot"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let mops = |lock: &str| -> Vec<f64> {
+        let section = table.split("sem: Mops/s").nth(1).expect(&table);
+        let row = section.lines().find(|l| l.starts_with(lock)).expect(&table);
+        row.split_whitespace().skip(1).map(|c| c.parse().unwrap()).collect()
+    };
+    let section = table.split("against the best peer at each thread count").nth(1).expect(&table);
+    let best_row: Vec<&str> = section.lines().find(|l| l.starts_with("(best peer)")).expect(&table).split_whitespace().skip(2).collect();
+    assert_eq!(best_row.len(), 2, "{table}");
+    for lock in ["adaptive", "ticket"] {
+        let row = section.lines().find(|l| l.starts_with(lock)).expect(&table);
+        let ratios: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.trim_end_matches('x').parse().unwrap()).collect();
+        for (i, ratio) in ratios.iter().enumerate() {
+            let best = mops(best_row[i])[i];
+            assert!(mops("std")[i] <= best && mops("parking_lot")[i] <= best, "{table}");
+            // The table's Mops/s are rounded to four digits.
+            assert!((ratio - mops(lock)[i] / best).abs() < 0.01, "{lock}: {ratio} against {} / {best}\n{table}", mops(lock)[i]);
+        }
+    }
+    assert!(!section.split("\n\n").next().unwrap().lines().any(|l| l.starts_with("std ") || l.starts_with("parking_lot ")), "{table}");
 }
 
 /// `pair`: one point per lock, in the order asked, each the median of its
