@@ -121,7 +121,8 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
         .collect();
     const WIDTH: usize = 15;
     let _ = writeln!(out, "\n{title}: against the best peer at each thread count (ops/s ratio)");
-    row(out, "lock \\ threads", threads.iter().map(usize::to_string), WIDTH);
+    let labels = label_width(points);
+    row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), WIDTH);
     for lock in ours {
         let ratios = threads.iter().zip(&best).map(|(t, best)| {
             match (points.iter().find(|p| p.lock == lock && p.threads == *t), best) {
@@ -129,14 +130,21 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
                 _ => String::from("-"),
             }
         });
-        row(out, lock, ratios, WIDTH);
+        row(out, (lock, labels), ratios, WIDTH);
     }
-    row(out, "(best peer)", best.iter().map(|b| b.map_or("-", |b| b.lock.as_str()).to_string()), WIDTH);
+    row(out, ("(best peer)", labels), best.iter().map(|b| b.map_or("-", |b| b.lock.as_str()).to_string()), WIDTH);
 }
 
-/// One line of a table: `label`, then `cells` right-aligned in `width`.
-fn row(out: &mut String, label: &str, cells: impl Iterator<Item = String>, width: usize) {
-    let _ = write!(out, "{label:<16}");
+/// The width of a table's first column: its longest lock name and a gap,
+/// and at least the header's.
+fn label_width(points: &[&PointResult]) -> usize {
+    points.iter().map(|p| p.lock.len() + 2).max().unwrap_or(0).max(16)
+}
+
+/// One line of a table: `label` in `label_width`, then `cells`
+/// right-aligned in `width`.
+fn row(out: &mut String, (label, label_width): (&str, usize), cells: impl Iterator<Item = String>, width: usize) {
+    let _ = write!(out, "{label:<label_width$}");
     for cell in cells {
         let _ = write!(out, "{cell:>width$}");
     }
@@ -158,12 +166,13 @@ fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, 
     let threads = distinct(points.iter().map(|p| p.threads));
     let locks = distinct(points.iter().map(|p| p.lock.as_str()));
     let _ = writeln!(out, "\n{heading}");
-    row(out, "lock \\ threads", threads.iter().map(usize::to_string), width);
+    let labels = label_width(points);
+    row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), width);
     for lock in locks {
         let cells = threads
             .iter()
             .map(|t| points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p)));
-        row(out, lock, cells, width);
+        row(out, (lock, labels), cells, width);
     }
 }
 
