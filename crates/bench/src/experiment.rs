@@ -97,6 +97,18 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// "2 cores, AMD EPYC, kernel 6.18.44, under a hypervisor": the first
+    /// words of every table, since figures mean little without them.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} cores, {}, kernel {}{}",
+            self.cores,
+            self.cpu_model,
+            self.kernel,
+            if self.hypervisor { ", under a hypervisor" } else { "" }
+        )
+    }
+
     /// Describes this machine, with `calibration`.
     pub fn describe(calibration: &Calibration) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

@@ -14,6 +14,7 @@ pub mod pair;
 mod variants;
 pub mod plot;
 pub mod render;
+pub mod scorecard;
 pub mod torture;
 pub mod work;
 pub mod workloads;

@@ -126,13 +126,9 @@ impl PairReport {
     /// The table for people: a row per lock, its median and range, and
     /// its ratio to the fastest peer and to glibc's mutex.
     pub fn table(&self) -> String {
-        let m = &self.machine;
         let mut out = format!(
-            "{} cores, {}, kernel {}{}; {} round(s) of ~{:.0} ms per lock, order rotating, medians\n\n",
-            m.cores,
-            m.cpu_model,
-            m.kernel,
-            if m.hypervisor { ", under a hypervisor" } else { "" },
+            "{}; {} round(s) of ~{:.0} ms per lock, order rotating, medians\n\n",
+            self.machine.summary(),
             self.repeat,
             self.seconds_per_run * 1e3
         );

@@ -41,15 +41,11 @@ fn distinct<T: PartialEq + Copy>(items: impl Iterator<Item = T>) -> Vec<T> {
 /// thread) and the 99th-percentile wait.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
-    let m = &report.machine;
     let _ = writeln!(
         out,
-        "{} cores, {}, kernel {}{}; work loop {:.3} iterations/ns; {} run(s) of {:.2} s per point, medians",
-        m.cores,
-        m.cpu_model,
-        m.kernel,
-        if m.hypervisor { ", under a hypervisor" } else { "" },
-        m.work_iterations_per_ns,
+        "{}; work loop {:.3} iterations/ns; {} run(s) of {:.2} s per point, medians",
+        report.machine.summary(),
+        report.machine.work_iterations_per_ns,
         report.repeat,
         report.seconds_per_run
     );

@@ -7,6 +7,7 @@ use lockmeter_bench::work::Calibration;
 use lockmeter_bench::{plot, render, LockKind, Recording};
 use lockmeter_bench::experiment::Report;
 use lockmeter_bench::pair::PairExperiment;
+use lockmeter_bench::scorecard::Scorecard;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub enum WorkloadName {
     Dir,
     /// One thread, no contention: ns per lock+unlock pair, beside a bare test-and-set.
     Pair,
+    /// Every performance target of `adaptive`, measured here and judged (the README's runs in one go).
+    Scorecard,
 }
 
 /// Everything `bench` was asked.
@@ -56,20 +59,18 @@ pub struct Options {
 
 /// Checks option combinations clap cannot express; a usage error.
 pub fn validate(o: &Options) -> Result<(), String> {
-    if o.workload == WorkloadName::Pair {
-        let given = [
-            ("--threads", o.threads.is_some()),
-            ("--period", o.periods.is_some()),
-            ("--duty", o.duties.is_some()),
-            ("--fs", o.fs.is_some()),
-            ("--plot", o.plot.is_some()),
-            ("--plot-histogram", o.plot_histogram.is_some()),
-            ("--histogram-threads", o.histogram_threads.is_some()),
-            ("--pin", o.pin),
-        ];
-        if let Some((option, _)) = given.iter().find(|(_, given)| *given) {
-            return Err(format!("{option} does not apply to the pair workload (one thread, no contention)"));
-        }
+    match o.workload {
+        WorkloadName::Scorecard => reject(
+            o,
+            &["--locks", "--period", "--duty", "--fs", "--plot", "--plot-histogram", "--histogram-threads"],
+            "does not apply to the scorecard (it runs its own experiments)",
+        )?,
+        WorkloadName::Pair => reject(
+            o,
+            &["--threads", "--period", "--duty", "--fs", "--plot", "--plot-histogram", "--histogram-threads", "--pin"],
+            "does not apply to the pair workload (one thread, no contention)",
+        )?,
+        _ => {}
     }
     if o.fs.is_some() && o.workload != WorkloadName::Dir {
         return Err("--fs only applies to the dir workload".into());
@@ -103,12 +104,32 @@ pub fn validate(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// An error naming the first of `options` that was given.
+fn reject(o: &Options, options: &[&str], why: &str) -> Result<(), String> {
+    let given = [
+        ("--locks", o.locks.is_some()),
+        ("--threads", o.threads.is_some()),
+        ("--period", o.periods.is_some()),
+        ("--duty", o.duties.is_some()),
+        ("--fs", o.fs.is_some()),
+        ("--plot", o.plot.is_some()),
+        ("--plot-histogram", o.plot_histogram.is_some()),
+        ("--histogram-threads", o.histogram_threads.is_some()),
+        ("--pin", o.pin),
+    ];
+    match given.iter().find(|(name, given)| *given && options.contains(name)) {
+        Some((name, _)) => Err(format!("{name} {why}")),
+        None => Ok(()),
+    }
+}
+
 pub fn run(o: Options) -> Result<(), String> {
     let workload = match o.workload {
         WorkloadName::Duty => Workload::Duty,
         WorkloadName::Sem => Workload::Sem,
         WorkloadName::Dir => Workload::Dir { fs: o.fs },
         WorkloadName::Pair => return run_pair(o),
+        WorkloadName::Scorecard => return run_scorecard(o),
     };
     // --quick: a sub-second smoke run that still exercises every field.
     let experiment = Experiment {
@@ -144,6 +165,21 @@ fn run_pair(o: Options) -> Result<(), String> {
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
     };
     let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
+    emit(&text, o.output.as_deref())
+}
+
+/// `lockmeter bench scorecard`: the README's performance runs, judged.
+fn run_scorecard(o: Options) -> Result<(), String> {
+    let scorecard = Scorecard {
+        threads: o.threads.unwrap_or_else(|| if o.quick { vec![1, 2, 4, 16, 64] } else { vec![1, 2, 4, 16, 64, 256] }),
+        run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
+        fairness_run: if o.quick { Duration::from_millis(50) } else { Duration::from_secs(3) },
+        repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
+        pair_rounds: if o.quick { 1 } else { 7 },
+        pin: o.pin,
+    };
+    let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
     let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
     emit(&text, o.output.as_deref())
 }

@@ -91,17 +91,22 @@ enum Command {
     /// thread's. `pair` is the uncontended cost: ns per lock+unlock on one
     /// thread, every lock once per round in rotating order, medians, beside
     /// tas-floor (a bare test-and-set) and against the fastest peer and
-    /// glibc.
+    /// glibc. `scorecard` runs the performance section's experiments (every
+    /// workload, fairness in 3 s runs, the pair) and judges each of
+    /// adaptive's targets from them: a line per target, measured and met
+    /// or not (about 15 minutes with the defaults on 2 cores).
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
     ///   lockmeter bench sem --format json --output sem.json --plot sem.svg
     ///   lockmeter bench dir --fs /tmp/scratch --threads 1,2,4
     ///   lockmeter bench pair --locks tas-floor,adaptive,peers
+    ///   lockmeter bench scorecard --threads 1,2,4,16,64,256,1024 --pin
     #[command(verbatim_doc_comment)]
     Bench {
-        /// duty (seed 001), sem (seed 003), dir (seed 000/002), or pair (the
-        /// uncontended lock+unlock).
+        /// duty (seed 001), sem (seed 003), dir (seed 000/002), pair (the
+        /// uncontended lock+unlock), or scorecard (all of them, judged
+        /// against adaptive's targets).
         #[arg(value_enum)]
         workload: bench::WorkloadName,
         /// Locks: names, or the groups ours, peers, all [default: all]. Also

@@ -191,6 +191,45 @@ fn the_table_gives_ours_against_the_best_peer() {
     assert!(!section.split("\n\n").next().unwrap().lines().any(|l| l.starts_with("std ") || l.starts_with("parking_lot ")), "{table}");
 }
 
+/// `scorecard`: every target judged from the experiments it ran, which
+/// come with it; a check's verdict agrees with the figures it shows.
+#[test]
+fn the_scorecard_judges_every_target_from_its_own_runs() {
+    let report = run_json(&["bench", "scorecard"]);
+    let checks = report["checks"].as_array().unwrap();
+    let targets: Vec<&str> = checks.iter().map(|c| c["target"].as_str().unwrap()).collect();
+    for expected in [
+        "uncontended pair <= 1.0x the fastest peer",
+        "uncontended pair <= 0.85x glibc",
+        "duty P=4000 D=50%: 2 threads >= 1.5x the best peer",
+        "duty P=40000 D=90%: 2 threads >= 90% of the limit",
+        "duty P=10000 D=32%: >= 0.97x the best peer at every count",
+        "sem: >= 0.97x the best peer at every count",
+        "dir: >= 0.97x the best peer at every count",
+        "fairness 64 threads, 50 ms runs: max/min <= 10x at >= 0.95x",
+        "tail P=20000 D=50% 16 threads: p99 wait <= the best peer's",
+        "sem: ticket > ticket-nobackoff at 2 and oversubscribed",
+        "dir: adaptive > adaptive-nobail at 64 and 256",
+    ] {
+        assert!(targets.contains(&expected), "{expected} missing from {targets:?}");
+    }
+    // Five workloads' runs and the fairness runs, every lock of each.
+    let reports = report["reports"].as_array().unwrap();
+    let workloads: Vec<&str> = reports.iter().map(|r| r["workload"].as_str().unwrap()).collect();
+    assert_eq!(workloads, ["duty", "duty", "duty", "sem", "dir", "duty"]);
+    let sem = &reports[3]["points"];
+    let ops = |lock: &str, threads: u64| {
+        sem.as_array().unwrap().iter().find(|p| p["lock"] == lock && p["threads"] == threads).unwrap()["ops_per_sec"].as_f64().unwrap()
+    };
+    let sem_check = checks.iter().find(|c| c["target"] == "sem: >= 0.97x the best peer at every count").unwrap();
+    let all_above = [1, 2, 4, 16, 64].iter().all(|&t| {
+        let best = ["glibc", "glibc-adaptive", "glibc-pi", "std", "parking_lot"].iter().map(|l| ops(l, t)).fold(0.0, f64::max);
+        ops("adaptive", t) / best >= 0.97
+    });
+    assert_eq!(sem_check["met"].as_bool().unwrap(), all_above, "{sem_check}");
+    assert_eq!(report["pair"]["points"].as_array().unwrap().len(), 7, "tas-floor, adaptive and the five peers");
+}
+
 /// `pair`: one point per lock, in the order asked, each the median of its
 /// own rounds; the table compares with the fastest peer and glibc.
 #[test]
@@ -242,6 +281,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--threads", "2", "--histogram-threads", "4"], "not one of --threads"),
         (vec!["bench", "pair", "--threads", "2"], "--threads does not apply to the pair workload"),
         (vec!["bench", "pair", "--plot", "pair.svg"], "--plot does not apply to the pair workload"),
+        (vec!["bench", "scorecard", "--locks", "adaptive"], "--locks does not apply to the scorecard"),
     ] {
         let out = lockmeter().args(&args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
