@@ -184,7 +184,8 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     kernel_assisted_spinning(2 * SCENARIOS.len() + 7, settings, &calibration);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
-    println!("`lockmeter bench duty|sem|dir` runs the seeds' experiments in full, with JSON, CSV and plots;");
+    println!("`lockmeter bench duty|sem|dir|pair` runs the seeds' experiments in full, with JSON, CSV and plots;");
+    println!("`lockmeter bench scorecard` judges every performance target of adaptive on this machine;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C;");
     println!("`lockmeter run --oncpu --lock adaptive -- YOUR_PROGRAM` or `sudo lockmeter oncpu enable` gives adaptive the on-CPU table.");
     Ok(())
