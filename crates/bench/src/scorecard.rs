@@ -184,8 +184,12 @@ fn threads_of(points: &[&PointResult]) -> Vec<usize> {
     threads
 }
 
-/// Ratios at a list of thread counts, as "0.998x@4 1.03x@16".
+/// Ratios at a list of thread counts, as "0.998x@4 1.03x@16"; a target
+/// whose thread counts were not run says so (and is not met).
 fn ratios_text(ratios: &[(usize, f64)]) -> String {
+    if ratios.is_empty() {
+        return "not measured: its thread counts are not in --threads".into();
+    }
     ratios.iter().map(|(t, r)| format!("{}@{t}", ratio(*r))).collect::<Vec<_>>().join(" ")
 }
 
@@ -461,6 +465,9 @@ mod tests {
         let check = ticket_backoff_check(&sem, 4);
         assert_eq!(check.measured, "1.10x@2 1.10x@8");
         assert!(check.met);
+        let check = bail_out_check(&sem);
+        assert_eq!(check.measured, "not measured: its thread counts are not in --threads");
+        assert!(!check.met);
     }
 
     #[test]
