@@ -68,26 +68,11 @@ impl PairExperiment {
 
     /// Measures every lock `repeat` times in rotating order; `progress`
     /// is called before each run.
-    pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<PairReport, String> {
+    pub fn run(&self, calibration: &Calibration, progress: impl FnMut(&str)) -> Result<PairReport, String> {
         crate::variants::prepare(self.locks.iter().copied())?;
-        let run_ns = self.run.as_nanos() as f64;
-        let mut pairs = Vec::with_capacity(self.locks.len());
-        for &lock in &self.locks {
-            crate::variants::switch_for(lock)?;
-            let estimate = uncontended_pair_ns(lock, ESTIMATE_PAIRS).max(0.1);
-            pairs.push(((run_ns / estimate) as u64).max(MIN_PAIRS));
-        }
-        let mut runs: Vec<Vec<f64>> = vec![Vec::with_capacity(self.repeat); self.locks.len()];
-        for round in 0..self.repeat {
-            for step in 0..self.locks.len() {
-                let i = (round + step) % self.locks.len();
-                let lock = self.locks[i];
-                progress(&format!("pair {} round {}/{}", lock.name(), round + 1, self.repeat));
-                crate::variants::switch_for(lock)?;
-                runs[i].push(uncontended_pair_ns(lock, pairs[i]));
-            }
-        }
-        crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults
+        let measured = self.measure(progress);
+        crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults, whatever happened
+        let (runs, pairs) = measured?;
         let points = self
             .locks
             .iter()
@@ -107,6 +92,28 @@ impl PairExperiment {
             repeat: self.repeat,
             points,
         })
+    }
+
+    /// Every lock's runs, in lock order, and the pairs in each run.
+    fn measure(&self, mut progress: impl FnMut(&str)) -> Result<(Vec<Vec<f64>>, Vec<u64>), String> {
+        let run_ns = self.run.as_nanos() as f64;
+        let mut pairs = Vec::with_capacity(self.locks.len());
+        for &lock in &self.locks {
+            crate::variants::switch_for(lock)?;
+            let estimate = uncontended_pair_ns(lock, ESTIMATE_PAIRS).max(0.1);
+            pairs.push(((run_ns / estimate) as u64).max(MIN_PAIRS));
+        }
+        let mut runs: Vec<Vec<f64>> = vec![Vec::with_capacity(self.repeat); self.locks.len()];
+        for round in 0..self.repeat {
+            for step in 0..self.locks.len() {
+                let i = (round + step) % self.locks.len();
+                let lock = self.locks[i];
+                progress(&format!("pair {} round {}/{}", lock.name(), round + 1, self.repeat));
+                crate::variants::switch_for(lock)?;
+                runs[i].push(uncontended_pair_ns(lock, pairs[i]));
+            }
+        }
+        Ok((runs, pairs))
     }
 }
 
@@ -134,10 +141,10 @@ impl PairReport {
         );
         let fastest = self.fastest_peer();
         let glibc = self.glibc();
-        out += "pair: ns per uncontended lock+unlock\n";
+        out += "pair: ns per uncontended lock+unlock (ratios of ns: below 1.00x is faster)\n";
         let _ = writeln!(
             out,
-            "{:<20} {:>8} {:>16} {:>16} {:>9}",
+            "{:<20} {:>8} {:>16} {:>18} {:>9}",
             "lock",
             "ns/pair",
             "min..max",
@@ -150,7 +157,7 @@ impl PairReport {
             let ratio = |base: Option<&PairPoint>| base.map_or("-".to_string(), |b| format!("{:.2}x", p.ns_per_pair / b.ns_per_pair));
             let _ = writeln!(
                 out,
-                "{:<20} {:>8.2} {:>16} {:>16} {:>9}",
+                "{:<20} {:>8.2} {:>16} {:>18} {:>9}",
                 p.lock,
                 p.ns_per_pair,
                 format!("{lo:.2}..{hi:.2}"),

@@ -128,9 +128,7 @@ impl Scorecard {
         }
         checks.push(at_least_everywhere(sem, None, 0.97));
         checks.push(at_least_everywhere(dir, None, 0.97));
-        if let Some(fairness) = rest.first() {
-            checks.extend(fairness_checks(fairness));
-        }
+        checks.extend(fairness_checks(rest.first(), self.fairness_run));
         checks.extend(tail_checks(micro));
         checks.push(ticket_backoff_check(sem, pair.machine.cores));
         checks.push(bail_out_check(dir));
@@ -174,7 +172,7 @@ fn against_best_peer<'a>(points: &[&'a PointResult], lock: &str, threads: usize)
         .iter()
         .filter(|p| p.threads == threads && is_peer(&p.lock))
         .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))?;
-    Some((ours.ops_per_sec / best.ops_per_sec, best.lock.as_str()))
+    (best.ops_per_sec > 0.0).then(|| (ours.ops_per_sec / best.ops_per_sec, best.lock.as_str()))
 }
 
 fn threads_of(points: &[&PointResult]) -> Vec<usize> {
@@ -193,14 +191,10 @@ fn ratios_text(ratios: &[(usize, f64)]) -> String {
     ratios.iter().map(|(t, r)| format!("{}@{t}", ratio(*r))).collect::<Vec<_>>().join(" ")
 }
 
-/// A ratio with three decimals near 1 (where two would round a miss to
-/// 1.00x), two elsewhere.
+/// A ratio with three decimals: with two, a miss next to its threshold
+/// (0.998 of 1.0, 0.9496 of 0.95, 1.496 of 1.5) would print as met.
 fn ratio(r: f64) -> String {
-    if (0.95..1.05).contains(&r) {
-        format!("{r:.3}x")
-    } else {
-        format!("{r:.2}x")
-    }
+    format!("{r:.3}x")
 }
 
 fn pair_checks(pair: &PairReport) -> Vec<Check> {
@@ -234,29 +228,32 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
     for &(period, duty) in panels {
         let points = panel(report, Some((period, duty)));
         let name = format!("duty P={period} D={duty}%");
-        if let (Some((r, best)), Some(p)) = (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2)) {
-            checks.push(Check { target: format!("{name}: 2 threads >= 1.5x the best peer"), measured: format!("{} {best}", ratio(r)), met: r >= 1.5 });
-            let efficiency = p.efficiency.unwrap_or(0.0);
-            checks.push(Check {
-                target: format!("{name}: 2 threads >= 90% of the limit"),
-                measured: format!("{:.0}%", 100.0 * efficiency),
-                met: efficiency >= 0.9,
-            });
+        let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
+        match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2)) {
+            (Some((r, best)), Some(p)) => {
+                checks.push(Check { target: faster, measured: format!("{} {best}", ratio(r)), met: r >= 1.5 });
+                let efficiency = p.efficiency.unwrap_or(0.0);
+                checks.push(Check { target: near_the_limit, measured: format!("{:.1}%", 100.0 * efficiency), met: efficiency >= 0.9 });
+            }
+            _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
         }
         let beyond: Vec<(usize, f64)> = threads_of(&points)
             .into_iter()
             .filter(|&t| t > 2)
             .filter_map(|t| against_best_peer(&points, "adaptive", t).map(|(r, _)| (t, r)))
             .collect();
-        if !beyond.is_empty() {
-            checks.push(Check {
-                target: format!("{name}: more threads >= 1.0x the best peer"),
-                measured: ratios_text(&beyond),
-                met: beyond.iter().all(|(_, r)| *r >= 1.0),
-            });
-        }
+        checks.push(Check {
+            target: format!("{name}: more threads >= 1.0x the best peer"),
+            measured: ratios_text(&beyond),
+            met: !beyond.is_empty() && beyond.iter().all(|(_, r)| *r >= 1.0),
+        });
     }
     checks
+}
+
+/// A target none of whose thread counts ran: listed, and not met.
+fn not_measured(target: String) -> Check {
+    Check { target, measured: ratios_text(&[]), met: false }
 }
 
 /// `adaptive` >= `floor` x the best peer at every thread count.
@@ -277,20 +274,19 @@ fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -
     }
 }
 
-/// At each count: per-thread max/min <= 10x, throughput >= 0.95x.
-fn fairness_checks(report: &Report) -> Vec<Check> {
-    let points = panel(report, None);
-    threads_of(&points)
+/// At 64 and 256 threads: per-thread max/min <= 10x, throughput >=
+/// 0.95x.
+fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
+    let points = report.map(|r| panel(r, None)).unwrap_or_default();
+    FAIRNESS_THREADS
         .into_iter()
-        .filter_map(|t| {
-            let p = point(&points, "adaptive", t)?;
-            let (r, best) = against_best_peer(&points, "adaptive", t)?;
+        .map(|t| {
+            let target = format!("fairness {t} threads, {} runs: max/min <= 10x at >= 0.95x", run_length(run.as_secs_f64()));
+            let (Some(p), Some((r, best))) = (point(&points, "adaptive", t), against_best_peer(&points, "adaptive", t)) else {
+                return not_measured(target);
+            };
             let spread = p.per_thread_ops.max as f64 / p.per_thread_ops.min.max(1) as f64;
-            Some(Check {
-                target: format!("fairness {t} threads, {} runs: max/min <= 10x at >= 0.95x", run_length(report.seconds_per_run)),
-                measured: format!("{spread:.1}x at {} {best}", ratio(r)),
-                met: spread <= 10.0 && r >= 0.95,
-            })
+            Check { target, measured: format!("{spread:.2}x at {} {best}", ratio(r)), met: spread <= 10.0 && r >= 0.95 }
         })
         .collect()
 }
@@ -310,17 +306,20 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
     let points = panel(micro, Some((20000, 50)));
     TAIL_THREADS
         .into_iter()
-        .filter_map(|t| {
-            let ours = point(&points, "adaptive", t)?;
+        .map(|t| {
+            let target = format!("tail P=20000 D=50% {t} threads: p99 wait <= the best peer's");
             let best = points
                 .iter()
                 .filter(|p| p.threads == t && is_peer(&p.lock))
-                .min_by(|a, b| a.wait_ns.p99.total_cmp(&b.wait_ns.p99))?;
-            Some(Check {
-                target: format!("tail P=20000 D=50% {t} threads: p99 wait <= the best peer's"),
+                .min_by(|a, b| a.wait_ns.p99.total_cmp(&b.wait_ns.p99));
+            let (Some(ours), Some(best)) = (point(&points, "adaptive", t), best) else {
+                return not_measured(target);
+            };
+            Check {
+                target,
                 measured: format!("{:.1} us vs {:.1} us {}", ours.wait_ns.p99 / 1e3, best.wait_ns.p99 / 1e3, best.lock),
                 met: ours.wait_ns.p99 <= best.wait_ns.p99,
-            })
+            }
         })
         .collect()
 }
@@ -341,15 +340,15 @@ fn bail_out_check(dir: &Report) -> Check {
 /// A lock against the same lock with one decision switched off: ahead at
 /// every one of `counts` it ran at.
 fn ahead(target: &str, points: &[&PointResult], (lock, without): (&str, &str), counts: &[usize]) -> Check {
-    let ratios: Vec<(usize, f64)> = counts
-        .iter()
-        .filter_map(|&t| Some((t, point(points, lock, t)?.ops_per_sec / point(points, without, t)?.ops_per_sec)))
-        .collect();
-    Check {
-        target: target.into(),
-        measured: ratios_text(&ratios),
-        met: !ratios.is_empty() && ratios.iter().all(|(_, r)| *r > 1.0),
-    }
+    let ratio_at = |t: usize| {
+        let (ours, other) = (point(points, lock, t)?, point(points, without, t)?);
+        (other.ops_per_sec > 0.0).then(|| (t, ours.ops_per_sec / other.ops_per_sec))
+    };
+    // Judged on every count it names, or not at all.
+    let Some(ratios) = counts.iter().map(|&t| ratio_at(t)).collect::<Option<Vec<_>>>().filter(|r| !r.is_empty()) else {
+        return not_measured(target.into());
+    };
+    Check { target: target.into(), measured: ratios_text(&ratios), met: ratios.iter().all(|(_, r)| *r > 1.0) }
 }
 
 impl ScorecardReport {
@@ -438,7 +437,7 @@ mod tests {
             point("ticket", 4, 500.0), // ours: never the best peer
         ]);
         let check = at_least_everywhere(&sem, None, 0.97);
-        assert_eq!(check.measured, "0.998x@2 1.20x@4");
+        assert_eq!(check.measured, "0.998x@2 1.200x@4");
         assert!(check.met);
         let check = at_least_everywhere(&sem, None, 1.0);
         assert!(!check.met, "0.998 is below 1.0 though two decimals would print 1.00");
@@ -450,6 +449,18 @@ mod tests {
         assert!(!at_least_everywhere(&sem, None, 0.97).met, "no peer, nothing shown");
         assert!(!ticket_backoff_check(&sem, 2).met);
         assert!(!bail_out_check(&sem).met);
+        // Targets whose thread counts did not run are listed, not met.
+        let missing = fairness_checks(None, Duration::from_secs(3));
+        assert_eq!(missing.len(), 2);
+        assert!(missing.iter().all(|c| !c.met && c.measured.starts_with("not measured")), "{missing:?}");
+        let tail = tail_checks(&sem);
+        assert_eq!(tail.len(), 2);
+        assert!(tail.iter().all(|c| !c.met && c.measured.starts_with("not measured")), "{tail:?}");
+        assert_eq!(microsecond_checks(&sem, &[(4000, 50)]).len(), 3);
+        // Judged on both counts it names or not at all: 64 alone is not
+        // "at 64 and 256".
+        let only_64 = report(vec![point("adaptive", 64, 2.0), point("adaptive-nobail", 64, 1.0)]);
+        assert!(bail_out_check(&only_64).measured.starts_with("not measured"));
     }
 
     #[test]
@@ -463,7 +474,7 @@ mod tests {
             point("ticket-nobackoff", 8, 10.0),
         ]);
         let check = ticket_backoff_check(&sem, 4);
-        assert_eq!(check.measured, "1.10x@2 1.10x@8");
+        assert_eq!(check.measured, "1.100x@2 1.100x@8");
         assert!(check.met);
         let check = bail_out_check(&sem);
         assert_eq!(check.measured, "not measured: its thread counts are not in --threads");
@@ -476,11 +487,11 @@ mod tests {
         fair.per_thread_ops = PerThreadOps { min: 10, max: 90, most_blocked_share: None, per_cpu_ms: None, least_served: None };
         let mut starved = point("adaptive", 256, 99.0);
         starved.per_thread_ops = PerThreadOps { min: 1, max: 11, most_blocked_share: None, per_cpu_ms: None, least_served: None };
-        let checks = fairness_checks(&report(vec![fair, point("std", 64, 100.0), starved, point("std", 256, 100.0)]));
+        let checks = fairness_checks(Some(&report(vec![fair, point("std", 64, 100.0), starved, point("std", 256, 100.0)])), Duration::from_millis(500));
         assert_eq!(checks.len(), 2);
         assert!(checks[0].met, "{:?}", checks[0]);
         assert!(!checks[1].met, "{:?}", checks[1]);
-        assert_eq!(checks[1].measured, "11.0x at 0.990x std");
+        assert_eq!(checks[1].measured, "11.00x at 0.990x std");
         assert_eq!(checks[0].target, "fairness 64 threads, 500 ms runs: max/min <= 10x at >= 0.95x");
     }
 

@@ -13,16 +13,14 @@ use std::time::Instant;
 /// std's. No program that needs a mutex runs that way, so the pair is
 /// timed beside a thread that waits for it to finish.
 pub fn uncontended_pair_ns(kind: LockKind, pairs: u64) -> f64 {
-    let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let helper = scope.spawn(|| {
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
-                std::thread::park();
-            }
-        });
+        // The helper waits for the channel to close, which dropping the
+        // sender does however the timing ends (a panic included: the
+        // scope would otherwise wait for the helper for ever).
+        let (still_timing, closed) = std::sync::mpsc::channel::<()>();
+        scope.spawn(move || while closed.recv().is_ok() {});
         let ns = timed_pairs(kind, pairs);
-        done.store(true, std::sync::atomic::Ordering::Release);
-        helper.thread().unpark();
+        drop(still_timing);
         ns
     })
 }

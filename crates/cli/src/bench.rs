@@ -176,7 +176,7 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
         fairness_run: if o.quick { Duration::from_millis(50) } else { Duration::from_secs(3) },
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
-        pair_rounds: if o.quick { 1 } else { 7 },
+        pair_rounds: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
         pin: o.pin,
     };
     let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;

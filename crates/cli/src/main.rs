@@ -94,7 +94,11 @@ enum Command {
     /// glibc. `scorecard` runs the performance section's experiments (every
     /// workload, fairness in 3 s runs, the pair) and judges each of
     /// adaptive's targets from them: a line per target, measured and met
-    /// or not (about 15 minutes with the defaults on 2 cores).
+    /// or not (about 13 minutes with the defaults on 2 cores). There
+    /// --seconds sets the workloads' runs (the fairness runs last 3 s, the
+    /// pair's at most 100 ms) and --repeat the runs per point and the
+    /// pair's rounds; a target whose thread counts are not in --threads
+    /// reads "not measured".
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50

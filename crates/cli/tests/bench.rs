@@ -281,6 +281,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--threads", "2", "--histogram-threads", "4"], "not one of --threads"),
         (vec!["bench", "pair", "--threads", "2"], "--threads does not apply to the pair workload"),
         (vec!["bench", "pair", "--plot", "pair.svg"], "--plot does not apply to the pair workload"),
+        (vec!["bench", "pair", "--pin"], "--pin does not apply to the pair workload"),
         (vec!["bench", "scorecard", "--locks", "adaptive"], "--locks does not apply to the scorecard"),
     ] {
         let out = lockmeter().args(&args).output().unwrap();
