@@ -188,6 +188,11 @@ impl LockKind {
         matches!(self, LockKind::Ours { .. } | LockKind::Variant { .. })
     }
 
+    /// Whether `name`, as reports give it, is one of the peers.
+    pub fn is_peer_name(name: &str) -> bool {
+        LockKind::PEERS.iter().any(|peer| peer.name() == name)
+    }
+
     /// Runs `visitor` with this kind of lock.
     pub fn visit<V: LockVisitor>(self, visitor: V) -> V::Output {
         fn ours<V: LockVisitor, R: Recorder + SnapshotSource + Send + 'static>(a: Algorithm, v: V) -> V::Output {

@@ -45,6 +45,14 @@ pub struct PairPoint {
     pub pairs: u64,
 }
 
+impl PairPoint {
+    /// The fastest and the slowest round.
+    fn range(&self) -> (f64, f64) {
+        let runs = self.ns_per_pair_runs.iter().copied();
+        (runs.clone().fold(f64::INFINITY, f64::min), runs.fold(0.0, f64::max))
+    }
+}
+
 /// A finished `pair` measurement: the JSON contract.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PairReport {
@@ -122,11 +130,12 @@ impl PairReport {
     pub fn fastest_peer(&self) -> Option<&PairPoint> {
         self.points
             .iter()
-            .filter(|p| LockKind::PEERS.iter().any(|peer| peer.name() == p.lock))
+            .filter(|p| LockKind::is_peer_name(&p.lock))
             .min_by(|a, b| a.ns_per_pair.total_cmp(&b.ns_per_pair))
     }
 
-    fn glibc(&self) -> Option<&PairPoint> {
+    /// glibc's mutex's point, if it was measured.
+    pub fn glibc(&self) -> Option<&PairPoint> {
         self.points.iter().find(|p| p.lock == LockKind::Glibc.name())
     }
 
@@ -152,8 +161,7 @@ impl PairReport {
             "vs glibc"
         );
         for p in &self.points {
-            let lo = p.ns_per_pair_runs.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = p.ns_per_pair_runs.iter().copied().fold(0.0, f64::max);
+            let (lo, hi) = p.range();
             let ratio = |base: Option<&PairPoint>| base.map_or("-".to_string(), |b| format!("{:.2}x", p.ns_per_pair / b.ns_per_pair));
             let _ = writeln!(
                 out,
@@ -172,8 +180,7 @@ impl PairReport {
     pub fn csv(&self) -> String {
         let mut out = String::from("workload,lock,ns_per_pair,ns_per_pair_min,ns_per_pair_max,pairs,runs\n");
         for p in &self.points {
-            let lo = p.ns_per_pair_runs.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = p.ns_per_pair_runs.iter().copied().fold(0.0, f64::max);
+            let (lo, hi) = p.range();
             let _ = writeln!(out, "pair,{},{:.3},{lo:.3},{hi:.3},{},{}", p.lock, p.ns_per_pair, p.pairs, p.ns_per_pair_runs.len());
         }
         out

@@ -102,19 +102,13 @@ pub fn table(report: &Report) -> String {
 /// that was. The targets are stated as these ratios, and ones near 1.0
 /// need three decimals (0.998x is a miss that two would print as 1.00x).
 fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
-    let is_peer = |p: &PointResult| LockKind::PEERS.iter().any(|peer| peer.name() == p.lock);
     let is_ours = |p: &PointResult| p.lock.parse::<LockKind>().is_ok_and(LockKind::is_ours);
     let ours = distinct(points.iter().filter(|p| is_ours(p)).map(|p| p.lock.as_str()));
-    if ours.is_empty() || !points.iter().any(|p| is_peer(p)) {
+    if ours.is_empty() || !points.iter().any(|p| LockKind::is_peer_name(&p.lock)) {
         return;
     }
     let threads = distinct(points.iter().map(|p| p.threads));
-    let best: Vec<Option<&PointResult>> = threads
-        .iter()
-        .map(|t| {
-            points.iter().copied().filter(|p| p.threads == *t && is_peer(p)).max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
-        })
-        .collect();
+    let best: Vec<Option<&PointResult>> = threads.iter().map(|&t| best_peer(points, t)).collect();
     const WIDTH: usize = 15;
     let _ = writeln!(out, "\n{title}: against the best peer at each thread count (ops/s ratio)");
     let labels = label_width(points);
@@ -129,6 +123,15 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
         row(out, (lock, labels), ratios, WIDTH);
     }
     row(out, ("(best peer)", labels), best.iter().map(|b| b.map_or("-", |b| b.lock.as_str()).to_string()), WIDTH);
+}
+
+/// The peer with the highest throughput among `points` at `threads`.
+pub fn best_peer<'a>(points: &[&'a PointResult], threads: usize) -> Option<&'a PointResult> {
+    points
+        .iter()
+        .copied()
+        .filter(|p| p.threads == threads && LockKind::is_peer_name(&p.lock))
+        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
 }
 
 /// The width of a table's first column: its longest lock name and a gap,

@@ -13,6 +13,7 @@
 use crate::experiment::{Experiment, Machine, PointResult, Report, Workload};
 use crate::locks::{LockKind, Recording, Variant};
 use crate::pair::{PairExperiment, PairReport};
+use crate::render::best_peer;
 use crate::work::Calibration;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -148,10 +149,6 @@ fn variant(variant: Variant) -> LockKind {
     LockKind::Variant { variant, recording: Recording::Off }
 }
 
-fn is_peer(lock: &str) -> bool {
-    LockKind::PEERS.iter().any(|peer| peer.name() == lock)
-}
-
 /// The points of `report` at one period and duty (or all, for sem/dir).
 fn panel(report: &Report, panel: Option<(u64, u64)>) -> Vec<&PointResult> {
     report
@@ -168,10 +165,7 @@ fn point<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<&
 /// `lock`'s throughput against the best peer's at `threads`, and that peer.
 fn against_best_peer<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<(f64, &'a str)> {
     let ours = point(points, lock, threads)?;
-    let best = points
-        .iter()
-        .filter(|p| p.threads == threads && is_peer(&p.lock))
-        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))?;
+    let best = best_peer(points, threads)?;
     (best.ops_per_sec > 0.0).then(|| (ours.ops_per_sec / best.ops_per_sec, best.lock.as_str()))
 }
 
@@ -200,7 +194,7 @@ fn ratio(r: f64) -> String {
 fn pair_checks(pair: &PairReport) -> Vec<Check> {
     let ours = pair.points.iter().find(|p| p.lock == "adaptive");
     let fastest = pair.fastest_peer();
-    let glibc = pair.points.iter().find(|p| p.lock == "glibc");
+    let glibc = pair.glibc();
     let mut checks = Vec::new();
     if let (Some(ours), Some(fastest)) = (ours, fastest) {
         let r = ours.ns_per_pair / fastest.ns_per_pair;
@@ -310,7 +304,7 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
             let target = format!("tail P=20000 D=50% {t} threads: p99 wait <= the best peer's");
             let best = points
                 .iter()
-                .filter(|p| p.threads == t && is_peer(&p.lock))
+                .filter(|p| p.threads == t && LockKind::is_peer_name(&p.lock))
                 .min_by(|a, b| a.wait_ns.p99.total_cmp(&b.wait_ns.p99));
             let (Some(ours), Some(best)) = (point(&points, "adaptive", t), best) else {
                 return not_measured(target);
