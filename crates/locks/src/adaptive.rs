@@ -1685,7 +1685,7 @@ fn check_protocol(holds: bool, broken: &str) {
 
 impl RawAdaptive<NoStats> {
     /// [`Self::try_lock`] for a caller that has its thread id at hand
-    /// (cheaper from where it runs: see `current_tid_in_shared_library`).
+    /// already (the pthread replacement reads it once per call).
     ///
     /// # Safety
     /// `tid` is the calling thread's id, [`crate::current_tid`]'s value.

@@ -62,7 +62,7 @@ pub use futex_tid::RawFutexTid;
 pub use mcs::RawMcs;
 pub use record::{AcquireKind, NoStats, Recorder};
 pub use spin::RawSpin;
-pub use sync::{current_tid, current_tid_in_shared_library};
+pub use sync::current_tid;
 #[cfg(not(loom))]
 pub use sync::kernel_tid;
 pub use ticket::RawTicket;

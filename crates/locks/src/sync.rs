@@ -105,9 +105,36 @@ thread_local! {
 }
 
 /// The caller's kernel thread id, the value TID-based lock words store.
+///
+/// Read from glibc's thread descriptor where that is known to work (one
+/// check and one load), else from a thread-local cache. The cache costs
+/// more wherever it is read: in a shared library a call to
+/// `__tls_get_addr` (an uncontended served `adaptive` pair in a C loop,
+/// medians of 4 alternated runs: 18.3 ns with the descriptor's id against
+/// 20.8 with the cache), and in an executable a call too, since the
+/// thread-local's accessor is not inlined across crates (`lockmeter bench
+/// sem` / `dir` at one thread against parking_lot in the same process,
+/// two alternated runs of each build, medians of 5: sem 0.954/0.953x with
+/// the cache, 0.964/0.961x with the descriptor; dir 0.983/0.984x against
+/// 1.002/0.994x).
 #[cfg(not(loom))]
 #[inline]
 pub fn current_tid() -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    {
+        if glibc_descriptor::usable() {
+            return glibc_descriptor::tid();
+        }
+        glibc_descriptor::tid_until_checked()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    cached_tid()
+}
+
+/// The caller's kernel thread id from the thread-local cache.
+#[cfg(not(loom))]
+#[inline]
+fn cached_tid() -> u32 {
     let cached = TID.with(|t| t.get());
     if cached != 0 {
         return cached;
@@ -118,31 +145,10 @@ pub fn current_tid() -> u32 {
 #[cfg(not(loom))]
 #[cold]
 fn fetch_tid() -> u32 {
-    forget_tid_after_fork();
+    register_fork_handler();
     let tid = kernel_tid();
     TID.with(|t| t.set(tid));
     tid
-}
-
-/// The caller's kernel thread id, as [`current_tid`], read from glibc's
-/// thread descriptor where that is known to work, for code in a shared
-/// library: there the thread-local cache [`current_tid`] reads costs a
-/// call to `__tls_get_addr` (an uncontended served `adaptive` pair in a C
-/// loop, medians of 4 alternated runs: 18.3 ns with the descriptor's id
-/// against 20.8 with the cache). In an executable the cache is one load
-/// and this a check and a load (`sem` at one thread, medians of 6
-/// alternated runs: 43.1 Mops/s with the cache, 42.2 with this).
-#[inline]
-pub fn current_tid_in_shared_library() -> u32 {
-    #[cfg(all(not(loom), target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
-    {
-        if glibc_descriptor::usable() {
-            return glibc_descriptor::tid();
-        }
-        glibc_descriptor::tid_until_checked()
-    }
-    #[cfg(not(all(not(loom), target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
-    current_tid()
 }
 
 /// glibc keeps every thread's kernel id in the thread's descriptor (the
@@ -190,19 +196,21 @@ mod glibc_descriptor {
 
     /// The id while the descriptor is not known to be usable: decides,
     /// once, whether it holds the id the kernel gives, and returns that.
-    /// Leaves `errno` as it found it: its callers' uncontended paths
-    /// promise a pthread replacement that they make no failing system
-    /// call, and the cache's first use registers a fork handler, which
-    /// allocates.
+    /// Registers the fork handler first (before any thread relies on the
+    /// descriptor, so a child of `fork` always knows it is one: see
+    /// [`super::forked`]). Leaves `errno` as it found it: its callers'
+    /// uncontended paths promise a pthread replacement that they make no
+    /// failing system call, and registering the handler allocates.
     #[cold]
     pub(super) fn tid_until_checked() -> u32 {
         // SAFETY: the calling thread's errno location is always valid.
         let errno = unsafe { *libc::__errno_location() };
+        super::register_fork_handler();
         if STATE.load(Relaxed) == UNCHECKED {
             let usable = tid() == super::kernel_tid();
             STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
         }
-        let id = if usable() { tid() } else { super::current_tid() };
+        let id = if usable() { tid() } else { super::cached_tid() };
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };
         id
@@ -236,11 +244,13 @@ pub fn forked() -> bool {
     false
 }
 
-/// After `fork` the child's only thread has a new kernel id but inherits the
-/// parent's thread-local cache; a stale id in a lock word would make two
-/// threads look like one owner once the parent's id is recycled.
+/// Registers, once per process, what a child of `fork` runs: its only
+/// thread has a new kernel id but inherits the parent's thread-local cache
+/// (a stale id in a lock word would make two threads look like one owner
+/// once the parent's id is recycled), and its locks may name parent
+/// threads (see [`forked`]).
 #[cfg(not(loom))]
-fn forget_tid_after_fork() {
+fn register_fork_handler() {
     use std::sync::Once;
     static REGISTER: Once = Once::new();
     extern "C" fn in_child() {
@@ -326,18 +336,17 @@ mod tests {
 
     #[test]
     fn the_thread_id_is_the_kernels_in_every_thread_and_after_fork() {
+        gives_the_kernels_id_everywhere(cached_tid);
         gives_the_kernels_id_everywhere(current_tid);
-        gives_the_kernels_id_everywhere(current_tid_in_shared_library);
     }
 
-    /// On x86_64 glibc the shared library's id comes from the thread's
-    /// descriptor: were the offset wrong for this glibc, the check would
-    /// refuse it and every served lock would pay the slower cache without
-    /// a word.
+    /// On x86_64 glibc the id comes from the thread's descriptor: were the
+    /// offset wrong for this glibc, the check would refuse it and every
+    /// lock would pay the slower cache without a word.
     #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
     #[test]
     fn glibc_descriptors_id_is_used() {
-        assert_eq!(current_tid_in_shared_library(), kernel_tid());
+        assert_eq!(current_tid(), kernel_tid());
         assert!(glibc_descriptor::usable());
         assert_eq!(glibc_descriptor::tid(), kernel_tid());
     }

@@ -7,7 +7,7 @@
 
 use lockmeter_locks::ticket;
 use lockmeter_locks::{
-    current_tid_in_shared_library, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -271,7 +271,7 @@ fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
     if !keeps_owner(kind) {
         return None;
     }
-    if m.owner.load(Relaxed) != current_tid_in_shared_library() {
+    if m.owner.load(Relaxed) != current_tid() {
         return None;
     }
     if kind == ERRORCHECK {
@@ -297,7 +297,7 @@ fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
 #[inline(always)]
 fn now_owned(algorithm: Algorithm, m: &Served) {
     if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
-        m.owner.store(current_tid_in_shared_library(), Relaxed);
+        m.owner.store(current_tid(), Relaxed);
         m.depth.store(1, Relaxed);
     } else if !word_names_owner(algorithm) {
         m.holder_thread.store(this_thread(), Relaxed);
@@ -396,9 +396,9 @@ pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex
     let state = m.state.as_ptr();
     // SAFETY: as in `with_lock!`; the id is the calling thread's.
     let acquired = match algorithm {
-        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
-        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
-        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid_in_shared_library()) },
+        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid()) },
+        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid()) },
+        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid()) },
         Algorithm::Ticket => match unsafe { (*state.cast::<RawTicket<NoStats>>()).enter() } {
             Ok(()) => true,
             Err(wait) => return Err(Contended::TicketTaken(wait)),
@@ -446,7 +446,7 @@ pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mut
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    let tid = current_tid_in_shared_library();
+    let tid = current_tid();
     if keeps_owner(kind) {
         if m.owner.load(Relaxed) != tid {
             return Some(libc::EPERM);
@@ -611,7 +611,7 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
     if keeps_owner(kind) {
-        if m.owner.load(Relaxed) != current_tid_in_shared_library() {
+        if m.owner.load(Relaxed) != current_tid() {
             return libc::EPERM;
         }
         let depth = m.depth.load(Relaxed);
@@ -648,7 +648,7 @@ pub unsafe fn unlock_would_fail(m: *mut libc::pthread_mutex_t) -> bool {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    keeps_owner(kind) && m.owner.load(Relaxed) != current_tid_in_shared_library()
+    keeps_owner(kind) && m.owner.load(Relaxed) != current_tid()
 }
 
 /// Whether a served mutex is a recursive one held more than once (a
