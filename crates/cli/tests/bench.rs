@@ -105,7 +105,7 @@ fn sem_and_dir_report_the_contract_without_duty_fields() {
 
 #[test]
 fn dir_on_a_real_directory_measures_the_kernel() {
-    let dir = std::env::temp_dir().join(format!("lockmeter-dir-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-dir-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let report = run_json(&["bench", "dir", "--fs", dir.to_str().unwrap(), "--threads", "2"]);
     let points = report["points"].as_array().unwrap();
@@ -118,7 +118,7 @@ fn dir_on_a_real_directory_measures_the_kernel() {
 
 #[test]
 fn csv_table_and_plots() {
-    let dir = std::env::temp_dir().join(format!("lockmeter-plots-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-plots-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let csv = dir.join("out.csv");
     let (svg, png) = (dir.join("t.svg"), dir.join("h.png"));
@@ -298,7 +298,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
 
 #[test]
 fn plot_redraws_a_saved_report_and_rejects_other_files() {
-    let dir = std::env::temp_dir().join(format!("lockmeter-replot-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-replot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("sem.json");
     let out = lockmeter()

@@ -41,13 +41,15 @@ fn bad_input_is_one_line_and_non_zero() {
 /// contention scenarios with every lock, our reports and the histogram.
 #[test]
 fn quick_demo_shows_every_section() {
-    let plot = std::env::temp_dir().join(format!("lockmeter-demo-{}.svg", std::process::id()));
+    let plot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-demo-{}.svg", std::process::id()));
     let out = lockmeter().args(["demo", "--quick", "--plot"]).arg(&plot).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let svg = std::fs::read_to_string(&plot).expect("the demo draws its plot");
     assert!(svg.contains("<svg") && svg.contains("parking_lot"));
     std::fs::remove_file(&plot).unwrap();
+    // The advise section's plot, beside it, when that section ran.
+    let _ = std::fs::remove_file(plot.with_file_name(format!("lockmeter-demo-{}-advise.svg", std::process::id())));
     for section in [
         "1. Uncontended lock+unlock pair",
         "2. Contention: microsecond critical sections",

@@ -80,7 +80,7 @@ fn enable_status_disable_through_the_command_line() {
 
 fn subjects() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/subjects.c");
-    let dir = std::env::temp_dir().join(format!("lockmeter-oncpu-test.{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-oncpu-test.{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let binary = dir.join("subjects");
     let status = Command::new("gcc")

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 const ALGORITHMS: [&str; 7] = ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"];
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lockmeter-replace-test.{}.{name}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-replace-test.{}.{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

@@ -12,7 +12,7 @@ fn lockmeter() -> Command {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lockmeter-run-test.{}.{name}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-run-test.{}.{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -547,7 +547,7 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
 #[test]
 fn a_saved_profile_renders_in_every_format() {
     let (_, _) = profile(&["hold"]);
-    let file = std::env::temp_dir().join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
     let dir = file.parent().unwrap();
     let render = |format: &str, out: &str| {
         let output = lockmeter().arg("report").arg(&file).args(["--format", format, "-o"]).arg(dir.join(out)).output().unwrap();
@@ -690,7 +690,7 @@ fn go_tool_pprof_reads_the_pprof_output() {
     };
     let dir = scratch("pprof");
     let (_, _) = profile(&["hold"]);
-    let file = std::env::temp_dir().join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-run-test.{}.hold/profile.json", std::process::id()));
     let pprof = dir.join("p.pb.gz");
     let status = lockmeter().arg("report").arg(&file).args(["--format", "pprof", "-o"]).arg(&pprof).status().unwrap();
     assert!(status.success());

@@ -57,7 +57,7 @@ fn c_torture() -> PathBuf {
 
 fn build_c_torture() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/torture.c");
-    let dir = std::env::temp_dir().join(format!("lockmeter-torture-test.{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-torture-test.{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let binary = dir.join("torture");
     let status = Command::new("gcc").args(["-O1", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&binary).arg(&source).status().unwrap();
