@@ -176,19 +176,26 @@ fn threads_of(points: &[&PointResult]) -> Vec<usize> {
     threads
 }
 
-/// Ratios at a list of thread counts, as "0.998x@4 1.03x@16"; a target
-/// whose thread counts were not run says so (and is not met).
-fn ratios_text(ratios: &[(usize, f64)]) -> String {
+/// Ratios at a list of thread counts, as "0.998x@4 1.030x@16", each
+/// printed against `threshold` as [`ratio`] does; a target whose thread
+/// counts were not run says so (and is not met).
+fn ratios_text(ratios: &[(usize, f64)], threshold: f64) -> String {
     if ratios.is_empty() {
         return "not measured: its thread counts are not in --threads".into();
     }
-    ratios.iter().map(|(t, r)| format!("{}@{t}", ratio(*r))).collect::<Vec<_>>().join(" ")
+    ratios.iter().map(|(t, r)| format!("{}@{t}", ratio(*r, threshold))).collect::<Vec<_>>().join(" ")
 }
 
 /// A ratio with three decimals: with two, a miss next to its threshold
-/// (0.998 of 1.0, 0.9496 of 0.95, 1.496 of 1.5) would print as met.
-fn ratio(r: f64) -> String {
-    format!("{r:.3}x")
+/// (0.998 of 1.0, 0.9496 of 0.95, 1.496 of 1.5) would print as met. With
+/// more where three still print the threshold itself: a pair at 1.0004x
+/// the fastest peer reads "1.0004x" beside its "no", not "1.000x".
+fn ratio(r: f64, threshold: f64) -> String {
+    let mut decimals = 3;
+    while decimals < 6 && r != threshold && format!("{r:.decimals$}").parse::<f64>() == Ok(threshold) {
+        decimals += 1;
+    }
+    format!("{r:.decimals$}x")
 }
 
 fn pair_checks(pair: &PairReport) -> Vec<Check> {
@@ -200,7 +207,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
         let r = ours.ns_per_pair / fastest.ns_per_pair;
         checks.push(Check {
             target: "uncontended pair <= 1.0x the fastest peer".into(),
-            measured: format!("{:.2} ns, {} {}", ours.ns_per_pair, ratio(r), fastest.lock),
+            measured: format!("{:.2} ns, {} {}", ours.ns_per_pair, ratio(r, 1.0), fastest.lock),
             met: r <= 1.0,
         });
     }
@@ -208,7 +215,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
         let r = ours.ns_per_pair / glibc.ns_per_pair;
         checks.push(Check {
             target: "uncontended pair <= 0.85x glibc".into(),
-            measured: format!("{} glibc ({:.2} ns)", ratio(r), glibc.ns_per_pair),
+            measured: format!("{} glibc ({:.2} ns)", ratio(r, 0.85), glibc.ns_per_pair),
             met: r <= 0.85,
         });
     }
@@ -225,7 +232,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
         let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
         match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2)) {
             (Some((r, best)), Some(p)) => {
-                checks.push(Check { target: faster, measured: format!("{} {best}", ratio(r)), met: r >= 1.5 });
+                checks.push(Check { target: faster, measured: format!("{} {best}", ratio(r, 1.5)), met: r >= 1.5 });
                 let efficiency = p.efficiency.unwrap_or(0.0);
                 checks.push(Check { target: near_the_limit, measured: format!("{:.1}%", 100.0 * efficiency), met: efficiency >= 0.9 });
             }
@@ -238,7 +245,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
             .collect();
         checks.push(Check {
             target: format!("{name}: more threads >= 1.0x the best peer"),
-            measured: ratios_text(&beyond),
+            measured: ratios_text(&beyond, 1.0),
             met: !beyond.is_empty() && beyond.iter().all(|(_, r)| *r >= 1.0),
         });
     }
@@ -247,7 +254,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
 
 /// A target none of whose thread counts ran: listed, and not met.
 fn not_measured(target: String) -> Check {
-    Check { target, measured: ratios_text(&[]), met: false }
+    Check { target, measured: ratios_text(&[], 1.0), met: false }
 }
 
 /// `adaptive` >= `floor` x the best peer at every thread count.
@@ -263,7 +270,7 @@ fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -
     };
     Check {
         target: format!("{name}: >= {floor}x the best peer at every count"),
-        measured: ratios_text(&ratios),
+        measured: ratios_text(&ratios, floor),
         met: !ratios.is_empty() && ratios.iter().all(|(_, r)| *r >= floor),
     }
 }
@@ -280,7 +287,7 @@ fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
                 return not_measured(target);
             };
             let spread = p.per_thread_ops.max as f64 / p.per_thread_ops.min.max(1) as f64;
-            Check { target, measured: format!("{spread:.2}x at {} {best}", ratio(r)), met: spread <= 10.0 && r >= 0.95 }
+            Check { target, measured: format!("{spread:.2}x at {} {best}", ratio(r, 0.95)), met: spread <= 10.0 && r >= 0.95 }
         })
         .collect()
 }
@@ -342,7 +349,7 @@ fn ahead(target: &str, points: &[&PointResult], (lock, without): (&str, &str), c
     let Some(ratios) = counts.iter().map(|&t| ratio_at(t)).collect::<Option<Vec<_>>>().filter(|r| !r.is_empty()) else {
         return not_measured(target.into());
     };
-    Check { target: target.into(), measured: ratios_text(&ratios), met: ratios.iter().all(|(_, r)| *r > 1.0) }
+    Check { target: target.into(), measured: ratios_text(&ratios, 1.0), met: ratios.iter().all(|(_, r)| *r > 1.0) }
 }
 
 impl ScorecardReport {
@@ -435,6 +442,19 @@ mod tests {
         assert!(check.met);
         let check = at_least_everywhere(&sem, None, 1.0);
         assert!(!check.met, "0.998 is below 1.0 though two decimals would print 1.00");
+    }
+
+    /// A miss that three decimals would print as its threshold gets the
+    /// digits that tell it apart; anything else keeps three.
+    #[test]
+    fn a_ratio_never_prints_as_the_threshold_it_misses() {
+        assert_eq!(ratio(1.0004, 1.0), "1.0004x");
+        assert_eq!(ratio(0.96996, 0.97), "0.96996x");
+        assert_eq!(ratio(1.0, 1.0), "1.000x");
+        assert_eq!(ratio(1.0004, 0.97), "1.000x");
+        assert_eq!(ratio(0.9996, 1.0), "0.9996x");
+        let sem = report(vec![point("adaptive", 2, 100.04), point("parking_lot", 2, 100.0)]);
+        assert_eq!(at_least_everywhere(&sem, None, 1.0).measured, "1.0004x@2");
     }
 
     #[test]
