@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds lockmeter and runs every test: unit, integration, the C ABI test
 # (needs gcc), the on-CPU table's tests (they load a BPF program: as root;
-# they skip, saying so, otherwise) and the loom model tests.
+# they skip, saying so, otherwise), the locks' tests again with debug
+# assertions, and the loom model tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,9 @@ cargo build --release --workspace
 
 echo "== unit, integration, C and real-program tests"
 cargo test --release --workspace
+
+echo "== the locks' tests in a debug build (the lock-word protocol's assertions on)"
+cargo test -p lockmeter-locks
 
 echo "== loom model tests (every interleaving of the parking algorithms)"
 RUSTFLAGS="--cfg loom" cargo test --release -p lockmeter-locks --target-dir target/loom --test 'loom*'
