@@ -630,14 +630,28 @@ impl<R: Recorder> RawAdaptive<R> {
     /// The calling thread must hold the lock.
     #[inline]
     pub unsafe fn unlock(&self) {
-        // A child of `fork` may release a lock taken before the fork, whose
-        // word holds the parent thread's id: the release reads the owner
-        // from the word, so no check is needed for it.
+        let tid = current_tid();
         if cfg!(any(loom, debug_assertions)) && !crate::sync::forked() {
             let owner = self.word.load(Ordering::Relaxed) & OWNER_MASK;
-            check_protocol(owner == current_tid(), "an unlock by a thread that does not hold the lock");
+            check_protocol(owner == tid, "an unlock by a thread that does not hold the lock");
         }
-        self.release();
+        self.recorder.releasing();
+        // One compare-exchange of the caller's id to 0, as futex-tid's:
+        // on a word with flags, or one that names a parent thread in a
+        // child of `fork`, it fails and returns the word, which
+        // `release_word` releases. Against the read and subtraction that
+        // `release_word` does, alternated builds on the AMD EPYC guest,
+        // medians of the runs' ratios to the best peer in the same process:
+        // `sem` at 1/2/4/16/64/256 threads 0.969 1.413 1.089 1.017 1.009
+        // 0.979x -> 1.000 1.489 1.150 1.080 1.061 0.951x (three runs),
+        // `dir` at 1/16/64/256 0.992 0.968 0.906 0.927x -> 0.996 0.961
+        // 0.927 0.888x (three runs at one thread, six at the others).
+        // Where sleepers keep flags on the word (256 threads) the failed
+        // compare-exchange costs more than the read did.
+        match self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => self.released(),
+            Err(word) => self.release_word(word),
+        }
     }
 
     /// Releases the lock on behalf of whichever thread holds it, as
@@ -647,35 +661,25 @@ impl<R: Recorder> RawAdaptive<R> {
     /// # Safety
     /// The lock must be held, and its holder must not also release it.
     pub unsafe fn unlock_from_any_thread(&self) {
-        if self.word.load(Ordering::Relaxed) & OWNER_MASK != 0 {
-            self.release();
+        let word = self.word.load(Ordering::Relaxed);
+        if word & OWNER_MASK != 0 {
+            self.recorder.releasing();
+            self.release_word(word);
         }
     }
 
-    /// Releases the lock for the thread its word names.
-    #[inline(always)]
-    fn release(&self) {
-        self.recorder.releasing();
-        // A read, then a subtraction of the owner's id (`lock xadd`), not
-        // a compare-exchange of it to 0: on the AMD EPYC guest the
-        // compare-exchange cost `lockmeter bench dir` a quarter of its
-        // one-thread rate (28.0-28.6 against 35.5-36.2 Mops/s, `futex-tid`
-        // 35.7-37.1 beside both; `sem` level). The owner is the one the
-        // word names (only the holder writes a held word's owner bits), not
-        // the caller's id from the thread-local cache: one load fewer, and
-        // the uncontended pair reaches the floor of two locked instructions
-        // (`lockmeter bench pair`, three alternated runs of each build:
-        // 1.03-1.04x the fastest peer with the cache, 1.00-1.01x without;
-        // `dir` at one thread 0.952-0.964x parking_lot against 0.974-0.989x).
-        // A word with flags takes the contended path, whose
-        // compare-exchange also decides the wake.
-        let word = self.word.load(Ordering::Relaxed);
+    /// Releases the lock for the thread its word names, `word` being a
+    /// recent read of it (only the holder writes a held word's owner bits,
+    /// so the owner it names is current; flags may have come since).
+    fn release_word(&self, word: u32) {
         let owner = word & OWNER_MASK;
         if word != owner {
+            // A word with flags: the contended path's compare-exchange
+            // releases it and decides the wake in one step.
             return self.unlock_contended(owner, word);
         }
-        // Only flags can come meanwhile (nobody else writes a held
-        // word's owner bits): the subtraction keeps them and returns them.
+        // A subtraction of the owner's id (`lock xadd`): only flags can
+        // come meanwhile, and it keeps them and returns them.
         // AcqRel: a HANDOFF read here makes the request it flags visible.
         let was = self.word.fetch_sub(owner, Ordering::AcqRel);
         if was == owner {
@@ -685,8 +689,8 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    /// A flag came between the release's read and its subtraction, which
-    /// released the lock keeping it: `was` is the word just before.
+    /// A flag came between `release_word`'s read and its subtraction,
+    /// which released the lock keeping it: `was` is the word just before.
     #[cold]
     fn flagged_while_releasing(&self, was: u32) {
         if was & HANDOFF != 0 {
