@@ -53,10 +53,11 @@
 //! ```
 //! (owner tid 0 when free; TIMED, COUNTING and the count only while a
 //! probe runs, see `count_kept_acquisitions`)
-//! Uncontended lock is one compare-exchange 0 -> tid, unlock a read and a
-//! subtraction of the tid (flags that came meanwhile stay, and are seen in
-//! the value it returns). A word with flags beside the owner takes the
-//! contended unlock, whose releasing compare-exchange also decides whether
+//! Uncontended lock is one compare-exchange 0 -> tid, unlock one
+//! compare-exchange tid -> 0 (a release for another thread, as the C ABI
+//! allows, reads the word and subtracts the tid it names: flags that came
+//! meanwhile stay, and are seen in the value it returns). A word with
+//! flags beside the owner takes the contended unlock, whose releasing compare-exchange also decides whether
 //! to wake: whether a waiter spins is a bit of the same word, so the
 //! decision and the release are one atomic step, and nothing of the lock is
 //! touched after it but the futex wake (which takes the address only). A
