@@ -57,14 +57,15 @@
 //! compare-exchange tid -> 0 (a release for another thread, as the C ABI
 //! allows, reads the word and subtracts the tid it names: flags that came
 //! meanwhile stay, and are seen in the value it returns). A word with
-//! flags beside the owner takes the contended unlock, whose releasing compare-exchange also decides whether
-//! to wake: whether a waiter spins is a bit of the same word, so the
-//! decision and the release are one atomic step, and nothing of the lock is
-//! touched after it but the futex wake (which takes the address only). A
-//! POSIX mutex may be unlocked, taken by the next holder, destroyed and
-//! freed while its unlocker is still returning (glibc bug 13690); until
-//! this word carried SPINNER, the unlock released first and then read the
-//! spinner slot and cleared WAITERS.
+//! flags beside the owner takes the contended unlock, whose releasing
+//! compare-exchange also decides whether to wake: whether a waiter spins
+//! is a bit of the same word, so the decision and the release are one
+//! atomic step, and nothing of the lock is touched after it but the futex
+//! wake (which takes the address only). A POSIX mutex may be unlocked,
+//! taken by the next holder, destroyed and freed while its unlocker is
+//! still returning (glibc bug 13690); until this word carried SPINNER,
+//! the unlock released first and then read the spinner slot and cleared
+//! WAITERS.
 //! A free word may still carry WAITERS, SPINNER and a probe's COUNTING
 //! and count: lock takes it keeping them. A word with HANDOFF and no
 //! owner is *reserved*: its unlocker is handing it to the starving
@@ -649,10 +650,19 @@ impl<R: Recorder> RawAdaptive<R> {
         // 0.927 0.888x (three runs at one thread, six at the others).
         // Where sleepers keep flags on the word (256 threads) the failed
         // compare-exchange costs more than the read did.
-        match self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => self.released(),
-            Err(word) => self.release_word(word),
+        if let Err(word) = self.release_as(tid) {
+            self.release_word(word);
         }
+    }
+
+    /// The uncontended release: `tid`'s word (no flags) to 0 in one
+    /// compare-exchange. On any other word nothing is done, and the word
+    /// is returned.
+    #[inline(always)]
+    fn release_as(&self, tid: u32) -> Result<(), u32> {
+        self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed)?;
+        self.released();
+        Ok(())
     }
 
     /// Releases the lock on behalf of whichever thread holds it, as
@@ -1714,11 +1724,7 @@ impl RawAdaptive<NoStats> {
     pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
         // Fails on a word with flags (WAITERS, SPINNER, HANDOFF, a probe's),
         // and on one that names another thread.
-        let released = self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok();
-        if released {
-            self.released();
-        }
-        released
+        self.release_as(tid).is_ok()
     }
 }
 
