@@ -44,8 +44,13 @@ pub struct Check {
     pub target: String,
     /// What was measured, in the target's terms.
     pub measured: String,
-    /// Whether it holds.
+    /// Whether it holds (judged on the medians).
     pub met: bool,
+    /// Missed on the medians, but met in some round at every count where
+    /// it missed: a miss inside this run's run-to-run spread, which more
+    /// rounds (`--repeat`) or a quieter machine would decide.
+    #[serde(default)]
+    pub within_spread: bool,
 }
 
 /// A finished scorecard: the JSON contract.
@@ -162,11 +167,48 @@ fn point<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<&
     points.iter().copied().find(|p| p.lock == lock && p.threads == threads)
 }
 
-/// `lock`'s throughput against the best peer's at `threads`, and that peer.
-fn against_best_peer<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<(f64, &'a str)> {
+/// One lock's throughput against another's: the ratio of the medians,
+/// and the ratio in each round (the i-th runs of the two, which `bench`
+/// makes in the same round of its interleaved runs, so a slow spell of
+/// the machine falls on both).
+#[derive(Clone, Debug, PartialEq)]
+struct Ratio {
+    median: f64,
+    rounds: Vec<f64>,
+}
+
+impl Ratio {
+    fn of(ours: &PointResult, theirs: &PointResult) -> Option<Ratio> {
+        let rounds = ours.ops_per_sec_runs.iter().zip(&theirs.ops_per_sec_runs).filter(|(_, t)| **t > 0.0).map(|(o, t)| o / t);
+        (theirs.ops_per_sec > 0.0).then(|| Ratio { median: ours.ops_per_sec / theirs.ops_per_sec, rounds: rounds.collect() })
+    }
+
+    /// The median's ratio, and on a miss the range over the rounds, as
+    /// "0.955x [0.931-0.990]" (a single round has no range), every figure
+    /// printed against `threshold` as [`ratio`] does.
+    fn text(&self, threshold: f64, meets: impl Fn(f64) -> bool) -> String {
+        let median = ratio(self.median, threshold);
+        let (low, high) = self.rounds.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        if meets(self.median) || self.rounds.len() < 2 {
+            median
+        } else {
+            let bound = |r: f64| ratio(r, threshold).trim_end_matches('x').to_string();
+            format!("{median} [{}-{}]", bound(low), bound(high))
+        }
+    }
+
+    /// Whether some round met what the median missed.
+    fn met_in_some_round(&self, meets: impl Fn(f64) -> bool) -> bool {
+        self.rounds.iter().any(|&r| meets(r))
+    }
+}
+
+/// `lock`'s throughput against the best peer's (by median) at `threads`,
+/// and that peer.
+fn against_best_peer<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<(Ratio, &'a str)> {
     let ours = point(points, lock, threads)?;
     let best = best_peer(points, threads)?;
-    (best.ops_per_sec > 0.0).then(|| (ours.ops_per_sec / best.ops_per_sec, best.lock.as_str()))
+    Ratio::of(ours, best).map(|r| (r, best.lock.as_str()))
 }
 
 fn threads_of(points: &[&PointResult]) -> Vec<usize> {
@@ -177,13 +219,25 @@ fn threads_of(points: &[&PointResult]) -> Vec<usize> {
 }
 
 /// Ratios at a list of thread counts, as "0.998x@4 1.030x@16", each
-/// printed against `threshold` as [`ratio`] does; a target whose thread
-/// counts were not run says so (and is not met).
-fn ratios_text(ratios: &[(usize, f64)], threshold: f64) -> String {
+/// printed against `threshold` as [`ratio`] does, a miss with its range
+/// over the rounds; a target whose thread counts were not run says so
+/// (and is not met).
+fn ratios_text(ratios: &[(usize, Ratio)], threshold: f64, meets: impl Fn(f64) -> bool) -> String {
     if ratios.is_empty() {
-        return "not measured: its thread counts are not in --threads".into();
+        return NOT_MEASURED.into();
     }
-    ratios.iter().map(|(t, r)| format!("{}@{t}", ratio(*r, threshold))).collect::<Vec<_>>().join(" ")
+    ratios.iter().map(|(t, r)| format!("{}@{t}", r.text(threshold, &meets))).collect::<Vec<_>>().join(" ")
+}
+
+const NOT_MEASURED: &str = "not measured: its thread counts are not in --threads";
+
+/// A target judged on ratios at several thread counts: met if every
+/// count meets it.
+fn judged(target: String, ratios: &[(usize, Ratio)], threshold: f64, meets: impl Fn(f64) -> bool) -> Check {
+    let met = !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median));
+    let within_spread =
+        !met && !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median) || r.met_in_some_round(&meets));
+    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread }
 }
 
 /// A ratio with three decimals: with two, a miss next to its threshold
@@ -209,6 +263,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
             target: "uncontended pair <= 1.0x the fastest peer".into(),
             measured: format!("{:.2} ns, {} {}", ours.ns_per_pair, ratio(r, 1.0), fastest.lock),
             met: r <= 1.0,
+            within_spread: false,
         });
     }
     if let (Some(ours), Some(glibc)) = (ours, glibc) {
@@ -217,6 +272,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
             target: "uncontended pair <= 0.85x glibc".into(),
             measured: format!("{} glibc ({:.2} ns)", ratio(r, 0.85), glibc.ns_per_pair),
             met: r <= 0.85,
+            within_spread: false,
         });
     }
     checks
@@ -232,35 +288,42 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
         let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
         match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2)) {
             (Some((r, best)), Some(p)) => {
-                checks.push(Check { target: faster, measured: format!("{} {best}", ratio(r, 1.5)), met: r >= 1.5 });
+                let fast_enough = |r: f64| r >= 1.5;
+                checks.push(Check {
+                    target: faster,
+                    measured: format!("{} {best}", r.text(1.5, fast_enough)),
+                    met: fast_enough(r.median),
+                    within_spread: !fast_enough(r.median) && r.met_in_some_round(fast_enough),
+                });
                 let efficiency = p.efficiency.unwrap_or(0.0);
-                checks.push(Check { target: near_the_limit, measured: format!("{:.1}%", 100.0 * efficiency), met: efficiency >= 0.9 });
+                checks.push(Check {
+                    target: near_the_limit,
+                    measured: format!("{:.1}%", 100.0 * efficiency),
+                    met: efficiency >= 0.9,
+                    within_spread: false,
+                });
             }
             _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
         }
-        let beyond: Vec<(usize, f64)> = threads_of(&points)
+        let beyond: Vec<(usize, Ratio)> = threads_of(&points)
             .into_iter()
             .filter(|&t| t > 2)
             .filter_map(|t| against_best_peer(&points, "adaptive", t).map(|(r, _)| (t, r)))
             .collect();
-        checks.push(Check {
-            target: format!("{name}: more threads >= 1.0x the best peer"),
-            measured: ratios_text(&beyond, 1.0),
-            met: !beyond.is_empty() && beyond.iter().all(|(_, r)| *r >= 1.0),
-        });
+        checks.push(judged(format!("{name}: more threads >= 1.0x the best peer"), &beyond, 1.0, |r| r >= 1.0));
     }
     checks
 }
 
 /// A target none of whose thread counts ran: listed, and not met.
 fn not_measured(target: String) -> Check {
-    Check { target, measured: ratios_text(&[], 1.0), met: false }
+    Check { target, measured: NOT_MEASURED.into(), met: false, within_spread: false }
 }
 
 /// `adaptive` >= `floor` x the best peer at every thread count.
 fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -> Check {
     let points = panel(report, which);
-    let ratios: Vec<(usize, f64)> = threads_of(&points)
+    let ratios: Vec<(usize, Ratio)> = threads_of(&points)
         .into_iter()
         .filter_map(|t| against_best_peer(&points, "adaptive", t).map(|(r, _)| (t, r)))
         .collect();
@@ -268,11 +331,7 @@ fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -
         Some((period, duty)) => format!("duty P={period} D={duty}%"),
         None => report.workload.clone(),
     };
-    Check {
-        target: format!("{name}: >= {floor}x the best peer at every count"),
-        measured: ratios_text(&ratios, floor),
-        met: !ratios.is_empty() && ratios.iter().all(|(_, r)| *r >= floor),
-    }
+    judged(format!("{name}: >= {floor}x the best peer at every count"), &ratios, floor, |r| r >= floor)
 }
 
 /// At 64 and 256 threads: per-thread max/min <= 10x, throughput >=
@@ -287,7 +346,15 @@ fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
                 return not_measured(target);
             };
             let spread = p.per_thread_ops.max as f64 / p.per_thread_ops.min.max(1) as f64;
-            Check { target, measured: format!("{spread:.2}x at {} {best}", ratio(r, 0.95)), met: spread <= 10.0 && r >= 0.95 }
+            let fast_enough = |r: f64| r >= 0.95;
+            let met = spread <= 10.0 && fast_enough(r.median);
+            Check {
+                target,
+                measured: format!("{spread:.2}x at {} {best}", r.text(0.95, fast_enough)),
+                met,
+                // (The spread is of the median run alone.)
+                within_spread: !met && spread <= 10.0 && r.met_in_some_round(fast_enough),
+            }
         })
         .collect()
 }
@@ -320,6 +387,7 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
                 target,
                 measured: format!("{:.1} us vs {:.1} us {}", ours.wait_ns.p99 / 1e3, best.wait_ns.p99 / 1e3, best.lock),
                 met: ours.wait_ns.p99 <= best.wait_ns.p99,
+                within_spread: false,
             }
         })
         .collect()
@@ -341,15 +409,12 @@ fn bail_out_check(dir: &Report) -> Check {
 /// A lock against the same lock with one decision switched off: ahead at
 /// every one of `counts` it ran at.
 fn ahead(target: &str, points: &[&PointResult], (lock, without): (&str, &str), counts: &[usize]) -> Check {
-    let ratio_at = |t: usize| {
-        let (ours, other) = (point(points, lock, t)?, point(points, without, t)?);
-        (other.ops_per_sec > 0.0).then(|| (t, ours.ops_per_sec / other.ops_per_sec))
-    };
+    let ratio_at = |t: usize| Some((t, Ratio::of(point(points, lock, t)?, point(points, without, t)?)?));
     // Judged on every count it names, or not at all.
     let Some(ratios) = counts.iter().map(|&t| ratio_at(t)).collect::<Option<Vec<_>>>().filter(|r| !r.is_empty()) else {
         return not_measured(target.into());
     };
-    Check { target: target.into(), measured: ratios_text(&ratios, 1.0), met: ratios.iter().all(|(_, r)| *r > 1.0) }
+    judged(target.into(), &ratios, 1.0, |r| r > 1.0)
 }
 
 impl ScorecardReport {
@@ -362,18 +427,31 @@ impl ScorecardReport {
         let width = self.checks.iter().map(|c| c.target.len()).max().unwrap_or(0) + 2;
         let _ = writeln!(out, "{:<width$}{:<5}measured", "target", "met");
         for check in &self.checks {
-            let _ = writeln!(out, "{:<width$}{:<5}{}", check.target, if check.met { "yes" } else { "no" }, check.measured);
+            let verdict = match (check.met, check.within_spread) {
+                (true, _) => "yes",
+                (false, true) => "no*",
+                (false, false) => "no",
+            };
+            let _ = writeln!(out, "{:<width$}{verdict:<5}{}", check.target, check.measured);
         }
         let met = self.checks.iter().filter(|c| c.met).count();
         let _ = writeln!(out, "\n{met} of {} targets met", self.checks.len());
+        let close = self.checks.iter().filter(|c| c.within_spread).count();
+        if close > 0 {
+            let _ = writeln!(
+                out,
+                "* {close} missed on the medians but met in some round wherever they missed \
+                 (a miss's [range] is over the rounds): within this run's spread; more --repeat can tell"
+            );
+        }
         out
     }
 
     /// One row per target.
     pub fn csv(&self) -> String {
-        let mut out = String::from("target,met,measured\n");
+        let mut out = String::from("target,met,within_spread,measured\n");
         for check in &self.checks {
-            let _ = writeln!(out, "{},{},{}", quoted(&check.target), check.met, quoted(&check.measured));
+            let _ = writeln!(out, "{},{},{},{}", quoted(&check.target), check.met, check.within_spread, quoted(&check.measured));
         }
         out
     }
@@ -457,6 +535,49 @@ mod tests {
         assert_eq!(at_least_everywhere(&sem, None, 1.0).measured, "1.0004x@2");
     }
 
+    /// A point whose repeats ran in three rounds.
+    fn rounds(lock: &str, threads: usize, runs: [f64; 3]) -> PointResult {
+        let mut sorted = runs;
+        sorted.sort_by(f64::total_cmp);
+        PointResult { ops_per_sec_runs: runs.to_vec(), ..point(lock, threads, sorted[1]) }
+    }
+
+    /// A miss shows its ratio's range over the rounds (each round's runs
+    /// against each other, not medians against runs), and is within the
+    /// spread only if some round met it at every count that missed.
+    #[test]
+    fn a_miss_shows_its_range_over_the_rounds_and_whether_a_round_met_it() {
+        let sem = report(vec![
+            rounds("adaptive", 2, [90.0, 99.0, 105.0]),
+            rounds("parking_lot", 2, [100.0, 100.0, 100.0]),
+            rounds("adaptive", 4, [120.0, 130.0, 110.0]),
+            rounds("parking_lot", 4, [100.0, 100.0, 100.0]),
+        ]);
+        let check = at_least_everywhere(&sem, None, 1.0);
+        assert_eq!(check.measured, "0.990x [0.900-1.050]@2 1.200x@4", "a range on the miss only");
+        assert!(!check.met && check.within_spread, "{check:?}");
+        // Round by round: adaptive's slow round met a slow peer round.
+        let paired = report(vec![rounds("adaptive", 2, [50.0, 99.0, 99.0]), rounds("std", 2, [40.0, 100.0, 100.0])]);
+        let check = at_least_everywhere(&paired, None, 1.0);
+        assert_eq!(check.measured, "0.990x [0.990-1.250]@2");
+        assert!(check.within_spread, "{check:?}");
+        // No round met it: a plain miss.
+        let behind = report(vec![rounds("adaptive", 2, [90.0, 95.0, 99.96]), rounds("std", 2, [100.0, 100.0, 100.0])]);
+        let check = at_least_everywhere(&behind, None, 1.0);
+        assert!(!check.met && !check.within_spread, "{check:?}");
+        assert_eq!(check.measured, "0.950x [0.900-0.9996]@2", "a bound that missed does not print as the threshold");
+        // A lock against its variant judges "ahead" (strictly) the same way.
+        let dir = report(vec![
+            rounds("adaptive", 64, [9.0, 10.0, 11.0]),
+            rounds("adaptive-nobail", 64, [10.0, 10.0, 10.0]),
+            rounds("adaptive", 256, [10.0, 10.0, 10.0]),
+            rounds("adaptive-nobail", 256, [10.0, 10.0, 10.0]),
+        ]);
+        let check = bail_out_check(&dir);
+        assert_eq!(check.measured, "1.000x [0.900-1.100]@64 1.000x [1.000-1.000]@256");
+        assert!(!check.within_spread, "no round was ahead at 256: {check:?}");
+    }
+
     #[test]
     fn comparisons_with_a_missing_lock_are_not_met_by_default() {
         let sem = report(vec![point("adaptive", 2, 10.0)]);
@@ -514,17 +635,27 @@ mod tests {
         let machine = Machine::describe(&Calibration { iterations_per_ns: 1.0 });
         let pair = PairReport { machine: machine.clone(), workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points: vec![] };
         let checks = vec![
-            Check { target: "sem: >= 0.97x the best peer at every count".into(), measured: "0.998x@2".into(), met: true },
-            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false },
+            Check {
+                target: "sem: >= 0.97x the best peer at every count".into(),
+                measured: "0.998x@2".into(),
+                met: true,
+                within_spread: false,
+            },
+            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false },
         ];
-        let report = ScorecardReport { machine, checks, reports: vec![], pair };
+        let mut report = ScorecardReport { machine, checks, reports: vec![], pair };
         let table = report.table();
         assert!(table.lines().any(|l| l.starts_with("sem: >= 0.97x") && l.contains(" yes ") && l.ends_with("0.998x@2")), "{table}");
         assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no ")), "{table}");
         assert!(table.trim_end().ends_with("1 of 2 targets met"), "{table}");
         assert_eq!(
             report.csv(),
-            "target,met,measured\nsem: >= 0.97x the best peer at every count,true,0.998x@2\n\"a target, with a comma\",false,\"1.0x \"\"quoted\"\"\"\n"
+            "target,met,within_spread,measured\nsem: >= 0.97x the best peer at every count,true,false,0.998x@2\n\"a target, with a comma\",false,false,\"1.0x \"\"quoted\"\"\"\n"
         );
+        // A miss inside the rounds' spread is marked, and counted below.
+        report.checks[1].within_spread = true;
+        let table = report.table();
+        assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no* ")), "{table}");
+        assert!(table.contains("1 of 2 targets met\n* 1 missed on the medians but met in some round"), "{table}");
     }
 }

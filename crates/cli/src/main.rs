@@ -94,7 +94,10 @@ enum Command {
     /// glibc. `scorecard` runs the performance section's experiments (every
     /// workload, fairness in 3 s runs, the pair) and judges each of
     /// adaptive's targets from them: a line per target, measured and met
-    /// or not (about 13 minutes with the defaults on 2 cores). There
+    /// or not (about 13 minutes with the defaults on 2 cores). A miss
+    /// shows its range over the rounds (each round's runs of the two locks
+    /// against each other), and reads no* if some round met it wherever it
+    /// missed: within the run-to-run spread, which more rounds settle. There
     /// --seconds sets the workloads' runs (the fairness runs last 3 s, the
     /// pair's at most 100 ms) and --repeat the runs per point and the
     /// pair's rounds; a target whose thread counts are not in --threads
