@@ -383,9 +383,19 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
             let (Some(ours), Some(best)) = (point(&points, "adaptive", t), best) else {
                 return not_measured(target);
             };
+            // A p99 can sit on the edge of a bimodal tail (spins of a few
+            // µs, sleeps of milliseconds): the share of waits past 1 ms
+            // beside it says which side of the edge each lock is on.
             Check {
                 target,
-                measured: format!("{:.1} us vs {:.1} us {}", ours.wait_ns.p99 / 1e3, best.wait_ns.p99 / 1e3, best.lock),
+                measured: format!(
+                    "{:.1} us vs {:.1} us {}; over 1 ms {:.2}% vs {:.2}%",
+                    ours.wait_ns.p99 / 1e3,
+                    best.wait_ns.p99 / 1e3,
+                    best.lock,
+                    100.0 * ours.wait_ns.over_1ms_share,
+                    100.0 * best.wait_ns.over_1ms_share
+                ),
                 met: ours.wait_ns.p99 <= best.wait_ns.p99,
                 within_spread: false,
             }
@@ -596,6 +606,34 @@ mod tests {
         // "at 64 and 256".
         let only_64 = report(vec![point("adaptive", 64, 2.0), point("adaptive-nobail", 64, 1.0)]);
         assert!(bail_out_check(&only_64).measured.starts_with("not measured"));
+    }
+
+    /// The tail is judged against the peer with the lowest p99, and shows
+    /// each one's share of waits past 1 ms beside it.
+    #[test]
+    fn the_tail_is_against_the_lowest_peer_p99_with_the_long_waits_beside_it() {
+        let tail_point = |lock: &str, threads: usize, p99_us: f64, over_1ms: f64| {
+            let mut p = point(lock, threads, 1.0);
+            (p.period_ns, p.duty_pct) = (Some(20000), Some(50));
+            p.wait_ns.p99 = p99_us * 1e3;
+            p.wait_ns.over_1ms_share = over_1ms;
+            p
+        };
+        let micro = report(vec![
+            tail_point("adaptive", 16, 4.5, 0.0067),
+            tail_point("std", 16, 3958.3, 0.0108),
+            tail_point("parking_lot", 16, 3893.6, 0.0371),
+            tail_point("adaptive", 64, 13.5, 0.0087),
+            tail_point("std", 64, 2.9, 0.0097),
+            tail_point("glibc", 64, 43414.5, 0.0282),
+            tail_point("adaptive", 256, 1.0, 0.0), // not a tail count
+        ]);
+        let checks = tail_checks(&micro);
+        assert_eq!(checks.len(), 2);
+        assert!(checks[0].met, "{:?}", checks[0]);
+        assert_eq!(checks[0].measured, "4.5 us vs 3893.6 us parking_lot; over 1 ms 0.67% vs 3.71%");
+        assert!(!checks[1].met, "{:?}", checks[1]);
+        assert_eq!(checks[1].measured, "13.5 us vs 2.9 us std; over 1 ms 0.87% vs 0.97%");
     }
 
     #[test]
