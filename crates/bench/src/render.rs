@@ -113,16 +113,44 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
     let _ = writeln!(out, "\n{title}: against the best peer at each thread count (ops/s ratio)");
     let labels = label_width(points);
     row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), WIDTH);
-    for lock in ours {
-        let ratios = threads.iter().zip(&best).map(|(t, best)| {
-            match (points.iter().find(|p| p.lock == lock && p.threads == *t), best) {
-                (Some(o), Some(b)) if b.ops_per_sec > 0.0 => format!("{:.3}x", o.ops_per_sec / b.ops_per_sec),
+    let against = |lock: &str, cell: &dyn Fn(&PointResult, &PointResult) -> String| {
+        threads
+            .iter()
+            .zip(&best)
+            .map(|(t, best)| match (points.iter().find(|p| p.lock == lock && p.threads == *t), best) {
+                (Some(o), Some(b)) if b.ops_per_sec > 0.0 => cell(o, b),
                 _ => String::from("-"),
-            }
-        });
-        row(out, (lock, labels), ratios, WIDTH);
+            })
+            .collect::<Vec<_>>()
+    };
+    for &lock in &ours {
+        row(out, (lock, labels), against(lock, &|o, b| format!("{:.3}x", o.ops_per_sec / b.ops_per_sec)).into_iter(), WIDTH);
     }
     row(out, ("(best peer)", labels), best.iter().map(|b| b.map_or("-", |b| b.lock.as_str()).to_string()), WIDTH);
+    // A median ratio near its target says little alone on a noisy
+    // machine: the spread of the rounds says how near.
+    let rounds = points.iter().map(|p| p.ops_per_sec_runs.len()).min().unwrap_or(0);
+    if rounds < 2 {
+        return;
+    }
+    let _ = writeln!(out, "\n{title}: against the best peer, lowest and highest of the {rounds} rounds");
+    row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), WIDTH);
+    for &lock in &ours {
+        let range = |o: &PointResult, b: &PointResult| {
+            let ratios = round_ratios(o, b);
+            let (low, high) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            if ratios.is_empty() { String::from("-") } else { format!("{low:.3}-{high:.3}") }
+        };
+        row(out, (lock, labels), against(lock, &range).into_iter(), WIDTH);
+    }
+}
+
+/// One lock's throughput against another's round by round: the i-th runs
+/// of the two points, which `bench` makes in the same round of its
+/// interleaved runs (every point once before any twice), so a slow spell
+/// of the machine falls on both.
+pub fn round_ratios(ours: &PointResult, theirs: &PointResult) -> Vec<f64> {
+    ours.ops_per_sec_runs.iter().zip(&theirs.ops_per_sec_runs).filter(|(_, t)| **t > 0.0).map(|(o, t)| o / t).collect()
 }
 
 /// The peer with the highest throughput among `points` at `threads`.

@@ -13,7 +13,7 @@
 use crate::experiment::{Experiment, Machine, PointResult, Report, Workload};
 use crate::locks::{LockKind, Recording, Variant};
 use crate::pair::{PairExperiment, PairReport};
-use crate::render::best_peer;
+use crate::render::{best_peer, round_ratios};
 use crate::work::Calibration;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -168,9 +168,7 @@ fn point<'a>(points: &[&'a PointResult], lock: &str, threads: usize) -> Option<&
 }
 
 /// One lock's throughput against another's: the ratio of the medians,
-/// and the ratio in each round (the i-th runs of the two, which `bench`
-/// makes in the same round of its interleaved runs, so a slow spell of
-/// the machine falls on both).
+/// and the ratio in each round (see [`round_ratios`]).
 #[derive(Clone, Debug, PartialEq)]
 struct Ratio {
     median: f64,
@@ -179,8 +177,7 @@ struct Ratio {
 
 impl Ratio {
     fn of(ours: &PointResult, theirs: &PointResult) -> Option<Ratio> {
-        let rounds = ours.ops_per_sec_runs.iter().zip(&theirs.ops_per_sec_runs).filter(|(_, t)| **t > 0.0).map(|(o, t)| o / t);
-        (theirs.ops_per_sec > 0.0).then(|| Ratio { median: ours.ops_per_sec / theirs.ops_per_sec, rounds: rounds.collect() })
+        (theirs.ops_per_sec > 0.0).then(|| Ratio { median: ours.ops_per_sec / theirs.ops_per_sec, rounds: round_ratios(ours, theirs) })
     }
 
     /// The median's ratio, and on a miss the range over the rounds, as

@@ -77,7 +77,9 @@ enum Command {
     ///
     /// Every point (lock x threads x period x duty) runs --repeat times; every
     /// point runs once before any runs twice, so a slow moment of a noisy
-    /// machine hits every lock alike. Figures are medians over repeats.
+    /// machine hits every lock alike. Figures are medians over repeats;
+    /// beside our locks' ratios to the best peer, their lowest and highest
+    /// round (each round's runs of the two against each other).
     /// Per point: ops/s, the physical limit and efficiency (duty), ops per
     /// CPU-second (spinning costs CPU), how our locks acquired (spun / slept),
     /// wait-time percentiles from 1 in 8 acquisitions with seed 000's

@@ -189,6 +189,30 @@ fn the_table_gives_ours_against_the_best_peer() {
         }
     }
     assert!(!section.split("\n\n").next().unwrap().lines().any(|l| l.starts_with("std ") || l.starts_with("parking_lot ")), "{table}");
+    // One round: no spread to show.
+    assert!(!table.contains("lowest and highest of the"), "{table}");
+}
+
+/// With several rounds, the ratios' spread over the rounds follows: each
+/// of ours, its lowest and highest round against the best peer.
+#[test]
+fn the_table_gives_the_ratios_range_over_the_rounds() {
+    let out = lockmeter().args(["bench", "sem", "--quick", "--repeat", "3", "--locks", "adaptive,std,parking_lot"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let section = table.split("sem: against the best peer, lowest and highest of the 3 rounds").nth(1).expect(&table);
+    let rows: Vec<&str> = section.split("\n\n").next().unwrap().lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(rows.len(), 2, "the header and adaptive's row: {table}");
+    let cells: Vec<(f64, f64)> = rows[1]
+        .split_whitespace()
+        .skip(1)
+        .map(|cell| {
+            let (low, high) = cell.split_once('-').expect(&table);
+            (low.parse().unwrap(), high.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(cells.len(), 2, "one per thread count: {table}");
+    assert!(cells.iter().all(|(low, high)| 0.0 < *low && low <= high), "{table}");
 }
 
 /// `scorecard`: every target judged from the experiments it ran, which
