@@ -9,6 +9,8 @@
 #![warn(missing_docs)]
 
 pub mod experiment;
+#[cfg(test)]
+mod fixtures;
 mod locks;
 pub mod pair;
 mod variants;

@@ -81,7 +81,8 @@ pub fn throughput(report: &Report, path: &Path) -> Result<(), String> {
     let panels = panels(report);
     let columns = panels.len().clamp(1, 3);
     let rows = panels.len().div_ceil(columns);
-    let size = (560 * columns as u32, 420 * rows as u32 + 40);
+    // At least wide enough for the title over a single panel.
+    let size = ((560 * columns as u32).max(680), 420 * rows as u32 + 40);
     with_backend(
         path,
         size,
@@ -102,7 +103,8 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
     let areas = root.split_evenly((rows, columns));
     for ((period, duty, points), area) in panels(report).into_iter().zip(areas) {
         let max_threads = points.iter().map(|p| p.threads).max().unwrap_or(1).max(2) as f64;
-        let max_ops = points.iter().map(|p| p.ops_per_sec).fold(0.0, f64::max).max(1.0) / 1e6 * 1.1;
+        let highest_run = |p: &&PointResult| p.ops_per_sec_runs.iter().copied().fold(p.ops_per_sec, f64::max);
+        let max_ops = points.iter().map(highest_run).fold(0.0, f64::max).max(1.0) / 1e6 * 1.1;
         let mut chart = ChartBuilder::on(&area)
             .caption(panel_title(&report.workload, period, duty), ("sans-serif", 18))
             .margin(10)
@@ -112,7 +114,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("threads (log scale)")
+            .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
             .y_desc("Mops/s")
             .x_label_formatter(&|x| format!("{x:.0}"))
             .y_label_formatter(&|y| format!("{y:.2}"))
@@ -132,6 +134,16 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             })
             .collect();
         draw_lines(&mut chart, lines, 3).map_err(err)?;
+        // Each point's lowest to highest run, in its line's colour: how
+        // far apart two lines must be to differ on this machine.
+        for (i, lock) in locks.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            let spreads = points.iter().filter(|p| p.lock == *lock && p.ops_per_sec_runs.len() > 1).map(|p| {
+                let (low, high) = p.ops_per_sec_runs.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+                PathElement::new(vec![(p.threads as f64, low / 1e6), (p.threads as f64, high / 1e6)], colour.stroke_width(1))
+            });
+            chart.draw_series(spreads).map_err(err)?;
+        }
     }
     root.present().map_err(err)
 }
@@ -295,4 +307,34 @@ fn draw_ratios<DB: DrawingBackend>(title: &str, y_label: &str, ratios: &[Ratio],
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{point, report};
+
+    /// The number of lines (polylines) in the throughput plot of `report`.
+    fn lines_drawn(report: &Report, name: &str) -> usize {
+        let path = std::env::temp_dir().join(format!("lockmeter-plot-test-{}-{name}.svg", std::process::id()));
+        throughput(report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        svg.matches("<polyline").count()
+    }
+
+    /// With several runs per point, every point gets a bar from its
+    /// lowest to its highest run; with one, none.
+    #[test]
+    fn each_point_of_several_runs_gets_a_bar_of_their_range() {
+        let one_run = report(vec![point("adaptive", 2, 10.0), point("std", 2, 8.0), point("adaptive", 4, 9.0), point("std", 4, 7.0)]);
+        let mut three_runs = one_run.clone();
+        three_runs.repeat = 3;
+        // (The highest run no higher than the medians: the same axes, the
+        // same grid.)
+        for p in &mut three_runs.points {
+            p.ops_per_sec_runs = vec![p.ops_per_sec * 0.9, p.ops_per_sec, p.ops_per_sec * 0.95];
+        }
+        assert_eq!(lines_drawn(&three_runs, "three") - lines_drawn(&one_run, "one"), 4);
+    }
 }
