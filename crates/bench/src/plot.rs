@@ -4,7 +4,7 @@
 //! histogram of every lock at one thread count, like seed 000's table.
 
 use crate::experiment::{PointResult, Report};
-use crate::render::{panel_title, panels};
+use crate::render::{lowest_and_highest, panel_title, panels};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -138,9 +138,9 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
         // far apart two lines must be to differ on this machine.
         for (i, lock) in locks.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
-            let spreads = points.iter().filter(|p| p.lock == *lock && p.ops_per_sec_runs.len() > 1).map(|p| {
-                let (low, high) = p.ops_per_sec_runs.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-                PathElement::new(vec![(p.threads as f64, low / 1e6), (p.threads as f64, high / 1e6)], colour.stroke_width(1))
+            let spreads = points.iter().filter(|p| p.lock == *lock && p.ops_per_sec_runs.len() > 1).filter_map(|p| {
+                let (low, high) = lowest_and_highest(&p.ops_per_sec_runs)?;
+                Some(PathElement::new(vec![(p.threads as f64, low / 1e6), (p.threads as f64, high / 1e6)], colour.stroke_width(1)))
             });
             chart.draw_series(spreads).map_err(err)?;
         }

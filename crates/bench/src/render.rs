@@ -137,9 +137,7 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
     row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), WIDTH);
     for &lock in &ours {
         let range = |o: &PointResult, b: &PointResult| {
-            let ratios = round_ratios(o, b);
-            let (low, high) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-            if ratios.is_empty() { String::from("-") } else { format!("{low:.3}-{high:.3}") }
+            lowest_and_highest(&round_ratios(o, b)).map_or(String::from("-"), |(low, high)| format!("{low:.3}-{high:.3}"))
         };
         row(out, (lock, labels), against(lock, &range).into_iter(), WIDTH);
     }
@@ -151,6 +149,12 @@ fn against_best_peer(out: &mut String, title: &str, points: &[&PointResult]) {
 /// of the machine falls on both.
 pub fn round_ratios(ours: &PointResult, theirs: &PointResult) -> Vec<f64> {
     ours.ops_per_sec_runs.iter().zip(&theirs.ops_per_sec_runs).filter(|(_, t)| **t > 0.0).map(|(o, t)| o / t).collect()
+}
+
+/// The lowest and the highest of `values`, if any.
+pub fn lowest_and_highest(values: &[f64]) -> Option<(f64, f64)> {
+    let first = *values.first()?;
+    Some(values.iter().fold((first, first), |(low, high), &v| (low.min(v), high.max(v))))
 }
 
 /// The peer with the highest throughput among `points` at `threads`.

@@ -13,7 +13,7 @@
 use crate::experiment::{Experiment, Machine, PointResult, Report, Workload};
 use crate::locks::{LockKind, Recording, Variant};
 use crate::pair::{PairExperiment, PairReport};
-use crate::render::{best_peer, round_ratios};
+use crate::render::{best_peer, lowest_and_highest, round_ratios};
 use crate::work::Calibration;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -185,12 +185,12 @@ impl Ratio {
     /// printed against `threshold` as [`ratio`] does.
     fn text(&self, threshold: f64, meets: impl Fn(f64) -> bool) -> String {
         let median = ratio(self.median, threshold);
-        let (low, high) = self.rounds.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-        if meets(self.median) || self.rounds.len() < 2 {
-            median
-        } else {
-            let bound = |r: f64| ratio(r, threshold).trim_end_matches('x').to_string();
-            format!("{median} [{}-{}]", bound(low), bound(high))
+        match lowest_and_highest(&self.rounds) {
+            Some((low, high)) if !meets(self.median) && self.rounds.len() > 1 => {
+                let bound = |r: f64| ratio(r, threshold).trim_end_matches('x').to_string();
+                format!("{median} [{}-{}]", bound(low), bound(high))
+            }
+            _ => median,
         }
     }
 
