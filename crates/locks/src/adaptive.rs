@@ -336,11 +336,14 @@ const KEEPING_MAX_GRACE_NS: u32 = 2_000;
 /// How long a probe leaves the lock to its owner, counting releases.
 /// Long enough for a dozen short loops, short enough to cost a lock that
 /// should be handed over little.
+#[cfg(not(loom))]
 const PROBE_WINDOW_NS: u64 = 4_000;
 /// One release in 2^this that a spinner sees is probed: rarely on a lock
 /// that hands over (the window costs it), often on one that keeps (the
 /// window is what it does anyway).
+#[cfg(not(loom))]
 const HANDING_OVER_PROBE_BITS: u32 = 11;
+#[cfg(not(loom))]
 const KEEPING_PROBE_BITS: u32 = 4;
 /// While a waiter spins, unlocks leave the sleepers asleep (see
 /// `unlock_contended`); so that none starves, the spinner, which is only
@@ -464,6 +467,7 @@ impl Tuning {
         self.0 >> Self::VOTES_SHIFT
     }
 
+    #[cfg(not(loom))]
     fn with_vote(self, keep: bool) -> Tuning {
         let votes = if keep { (self.votes() + 1).min(Self::VOTES_MAX) } else { self.votes().saturating_sub(1) };
         Tuning((self.0 & !(Self::VOTES_MAX << Self::VOTES_SHIFT)) | votes << Self::VOTES_SHIFT)

@@ -180,6 +180,7 @@ impl SpinBudget {
     }
 
     /// Adds `cycles` to the budget, for time spent on something else.
+    #[cfg(not(loom))]
     #[inline]
     pub(crate) fn extend(&mut self, cycles: u64) {
         self.limit = self.limit.saturating_add(cycles);
@@ -204,6 +205,7 @@ impl SpinBudget {
 
     /// The counter as [`Self::exhausted`] last read it (when opened, if
     /// never checked): a time stamp that costs nothing more to take.
+    #[cfg(not(loom))]
     #[inline]
     pub(crate) fn last_reading(&self) -> u64 {
         self.last

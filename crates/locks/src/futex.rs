@@ -145,14 +145,18 @@ mod model {
         static ref TABLE: (Mutex<Table>, Condvar) = (Mutex::new(Table::default()), Condvar::new());
     }
 
+    /// The model of the real `wait`'s contract.
     pub fn wait(word: &AtomicU32, expected: u32, deadline: Option<Instant>) -> WaitOutcome {
         wait_bits(word, expected, deadline, ANY_BITS)
     }
 
+    /// The model of the real `wake`'s contract.
     pub fn wake(word: *const AtomicU32, count: u32) -> u32 {
         wake_bits(word, count, ANY_BITS)
     }
 
+    /// The model of the real `wait_bits`'s contract: sleeps unless
+    /// `word` differs from `expected`, until a wake whose bits meet `bits`.
     pub fn wait_bits(word: &AtomicU32, expected: u32, _deadline: Option<Instant>, bits: u32) -> WaitOutcome {
         let (lock, cv) = &*TABLE;
         let mut table = lock.lock().unwrap();
@@ -171,6 +175,8 @@ mod model {
         }
     }
 
+    /// The model of the real `wake_bits`'s contract: wakes up to
+    /// `count` sleepers on `word` whose bits meet `bits`, oldest first.
     pub fn wake_bits(word: *const AtomicU32, count: u32, bits: u32) -> u32 {
         let (lock, cv) = &*TABLE;
         let mut table = lock.lock().unwrap();

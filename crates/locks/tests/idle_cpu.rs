@@ -80,14 +80,22 @@ fn a_waiter_spins_again_rather_than_leave_a_cpu_idle() {
         slept_off += (wait_on_a_running_owner(hold) == SLEPT) as u32;
     }
     config::set_spin_while_a_cpu_would_idle(true);
+    assert!(slept_off >= trials * 7 / 10, "with the switch off, slept in only {slept_off} of {trials} trials");
     // A machine busy with other processes answers "no CPU would idle",
-    // and a hypervisor that takes the owner's CPU away makes it "off
-    // CPU": in both the waiter rightly sleeps, so half the trials are
-    // asked for (15-20 of 20 spun on an idle 2-CPU guest, right after a
-    // build; 0 with the switch off would mean the switch does nothing).
+    // where the waiter rightly sleeps: the spin again cannot be seen
+    // there (0 of 20 readings and 1 of 20 spins while a build ran beside
+    // the test), so it is asked for only when most readings saw an idle
+    // CPU. A hypervisor that takes the owner's CPU away makes the owner
+    // "off CPU", where the waiter rightly sleeps too, so half the trials
+    // are asked for (15-20 of 20 spun on an idle 2-CPU guest, right
+    // after a build; 0 with the switch off would mean the switch does
+    // nothing).
+    if idle_answers < trials / 2 {
+        eprintln!("not judged: a CPU would idle by only {idle_answers} of {trials} readings (the machine is busy)");
+        return;
+    }
     assert!(
         spun_on >= trials / 2,
         "spun again in only {spun_on} of {trials} trials (a CPU would idle by {idle_answers} of {trials} readings)"
     );
-    assert!(slept_off >= trials * 7 / 10, "with the switch off, slept in only {slept_off} of {trials} trials");
 }
