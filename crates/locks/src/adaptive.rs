@@ -2077,7 +2077,15 @@ mod tests {
             })
         };
         let mut largest_budget = 0;
-        for _ in 0..200 {
+        // A trial teaches only when the owner runs through its section:
+        // preempted, it is off CPU (the waiter sleeps without spinning)
+        // or outlasts any spin. An idle machine needs a few trials; one
+        // loaded with other work (a build beside the tests) needed more
+        // than 200.
+        let give_up_at = Instant::now() + std::time::Duration::from_secs(10);
+        let mut trials = 0;
+        while Instant::now() < give_up_at {
+            trials += 1;
             while phase.load(Ordering::Acquire) != 1 {
                 std::hint::spin_loop();
             }
@@ -2091,7 +2099,7 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         owner.join().unwrap();
-        assert!(largest_budget >= 20_000, "budget at most {largest_budget} ns behind 30 µs critical sections");
+        assert!(largest_budget >= 20_000, "budget at most {largest_budget} ns behind 30 µs critical sections, {trials} trials");
     }
 
     /// The hand-over votes are a field of their own; the verdict they
@@ -2410,13 +2418,41 @@ mod tests {
     }
 
     /// Starts a thread that takes `lock` and, holding it, reports `tag`.
-    fn spawn_waiter<T: Send + 'static>(lock: &Arc<RawAdaptive>, served: &std::sync::mpsc::Sender<T>, tag: T) {
+    /// Returns its thread id.
+    fn spawn_waiter<T: Send + 'static>(lock: &Arc<RawAdaptive>, served: &std::sync::mpsc::Sender<T>, tag: T) -> u32 {
         let (lock, served) = (lock.clone(), served.clone());
+        let (tid_tx, tid) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            tid_tx.send(current_tid()).unwrap();
             lock.lock();
             served.send(tag).unwrap();
             unsafe { lock.unlock() };
         });
+        tid.recv().unwrap()
+    }
+
+    /// Waits until every thread of `tids` is asleep (state S in
+    /// /proc/self/task/TID/stat, read twice 2 ms apart), or panics after
+    /// 10 s. A fixed pause is not enough on a machine busy with other
+    /// work: a woken waiter may wait that long for a CPU before it sleeps
+    /// again where the test expects it.
+    fn until_asleep(tids: &[u32]) {
+        let asleep = |tid: &u32| {
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+            // The state follows the command name's closing parenthesis.
+            stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('S'))
+        };
+        let give_up_at = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if tids.iter().all(asleep) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                if tids.iter().all(asleep) {
+                    return;
+                }
+            }
+            assert!(Instant::now() < give_up_at, "waiters {tids:?} not all asleep after 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Two starving waiters queue for a busy handoff slot; the request in
@@ -2429,15 +2465,14 @@ mod tests {
         lock.lock();
         lock.handoff.store(OTHER, Ordering::Relaxed); // a requester that never comes
         let (done_tx, done) = std::sync::mpsc::channel();
-        for _ in 0..2 {
-            spawn_waiter(&lock, &done_tx, ());
-        }
+        let tids: Vec<u32> = (0..2).map(|_| spawn_waiter(&lock, &done_tx, ())).collect();
         // Let both sleep on the word past the handoff bound, wake them
         // (as a barging unlock would) to find the slot busy, and let them
         // queue for it.
         std::thread::sleep(std::time::Duration::from_millis(30));
+        until_asleep(&tids);
         futex_wake(&lock.word, u32::MAX);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        until_asleep(&tids);
         assert!(done.try_recv().is_err(), "the lock is held");
         // The request leaves and the lock is released: the first in line
         // finds it free.
@@ -2462,14 +2497,14 @@ mod tests {
     /// Puts `count` waiters to sleep in the queue for the handoff slot,
     /// which a request that never comes holds: each sleeps on the word
     /// past the handoff bound, is woken (as a barging unlock would), finds
-    /// the slot busy and queues.
-    fn queue_for_the_slot(lock: &Arc<RawAdaptive>, served: &std::sync::mpsc::Sender<&'static str>, count: u32, tag: &'static str) {
-        for _ in 0..count {
-            spawn_waiter(lock, served, tag);
-        }
+    /// the slot busy and queues. Returns their thread ids.
+    fn queue_for_the_slot(lock: &Arc<RawAdaptive>, served: &std::sync::mpsc::Sender<&'static str>, count: u32, tag: &'static str) -> Vec<u32> {
+        let tids: Vec<u32> = (0..count).map(|_| spawn_waiter(lock, served, tag)).collect();
         std::thread::sleep(std::time::Duration::from_millis(50));
+        until_asleep(&tids);
         futex_wake(&lock.word, u32::MAX);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        until_asleep(&tids);
+        tids
     }
 
     /// The batch waits for claims that come slowly while many wait: claims
@@ -2507,20 +2542,20 @@ mod tests {
     #[test]
     fn waiters_that_lost_the_slot_keep_their_place_in_line() {
         let (lock, served_tx, served) = held_with_the_slot_taken();
-        queue_for_the_slot(&lock, &served_tx, SLOT_WAKE_BATCH, "first");
+        let first = queue_for_the_slot(&lock, &served_tx, SLOT_WAKE_BATCH, "first");
         // The slot frees and another starving thread takes it before the
         // woken ones get to it: a whole batch woken, from the queue.
         lock.handoff.store(OTHER - 1, Ordering::Relaxed);
         assert_eq!(lock.wake_queued(SLOT_WAKE_BATCH), (0, SLOT_WAKE_BATCH));
-        std::thread::sleep(std::time::Duration::from_millis(250));
+        until_asleep(&first);
         queue_for_the_slot(&lock, &served_tx, 1, "later");
         // Again: the batch woken is the first ones, back at the head, not
         // the one that queued after them.
         lock.handoff.store(OTHER - 2, Ordering::Relaxed);
         assert_eq!(lock.wake_queued(SLOT_WAKE_BATCH), (SLOT_WAKE_BATCH, 0));
-        std::thread::sleep(std::time::Duration::from_millis(250));
+        until_asleep(&first);
         assert_eq!(lock.wake_queued(SLOT_WAKE_BATCH), (SLOT_WAKE_BATCH, 0), "the woken lost again and went back to the head");
-        std::thread::sleep(std::time::Duration::from_millis(250));
+        until_asleep(&first);
         // Everyone is served once the slot and the lock are free.
         lock.handoff.store(0, Ordering::Relaxed);
         lock.wake_queued(SLOT_WAKE_BATCH);
