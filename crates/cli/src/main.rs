@@ -251,7 +251,7 @@ enum Command {
         #[arg(long)]
         oncpu: bool,
         /// The program and its arguments (after --).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
     },
     /// The system-wide on-CPU table: which thread runs on which CPU, for
@@ -311,7 +311,7 @@ enum Command {
         #[arg(long, value_name = "FILE", default_value = "lockmeter-advise.svg")]
         plot: std::path::PathBuf,
         /// The program and its arguments (after --).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
     },
     /// Userspace locktorture: beat on each lock and check it never breaks.
@@ -436,6 +436,19 @@ fn algorithms_help() -> String {
     s
 }
 
+/// A usage error as one line: clap's first line, and when that line
+/// introduces a list ("the following required arguments were not
+/// provided:"), the list's items after it.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim);
+    let first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let items: Vec<&str> = lines.take_while(|line| !line.is_empty()).collect();
+    format!("{first} {}", items.join(", "))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -444,11 +457,15 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `lockmeter`, `lockmeter oncpu`: no command given; the help
+            // lists them. A usage error still, for scripts.
+            eprint!("{}", e.render());
+            return ExitCode::from(2);
+        }
         Err(e) => {
             // One line, like every other error; --help has the rest.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: invalid arguments").trim_start_matches("error: ");
-            say!("lockmeter: error: {first} (see lockmeter --help)");
+            say!("lockmeter: error: {} (see lockmeter --help)", one_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -595,6 +612,14 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_usage_error_keeps_the_list_its_first_line_announces() {
+        let missing = "error: the following required arguments were not provided:\n  <WORKLOAD>\n  <X>\n\nUsage: lockmeter bench <WORKLOAD>\n";
+        assert_eq!(one_line(missing), "the following required arguments were not provided: <WORKLOAD>, <X>");
+        let invalid = "error: invalid value 'x' for '--threads <THREADS>': not a number\n\nFor more information, try '--help'.\n";
+        assert_eq!(one_line(invalid), "invalid value 'x' for '--threads <THREADS>': not a number");
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

@@ -416,16 +416,24 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         command.env("LOCKMETER_INTERVAL", format!("{}ms", interval.as_millis().max(1)));
     }
     let table = if options.oncpu { Some(private_table(&mut command)?) } else { None };
-    // Like time(1): ^C and ^\ go to the program; lockmeter stays to report.
+    // Like time(1): ^C and ^\ go to the program (the terminal sends them
+    // to both); lockmeter stays to report.
     // SAFETY: setting dispositions of this process to "ignore".
     let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    // SIGTERM and SIGHUP, sent to lockmeter alone (`kill`, a service
+    // manager, a closed terminal), are passed on to CMD, which ends as
+    // they end it, and lockmeter still reports: killed at once, it left
+    // CMD running and its profile unread.
+    let forwarded = forward_to_child::install();
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
+    // (A caught signal is reset to the default by exec.)
     // SAFETY: signal(2) is async-signal-safe, as a pre-exec hook requires.
     unsafe {
         command.pre_exec(move || {
             libc::signal(libc::SIGINT, previous.0);
             libc::signal(libc::SIGQUIT, previous.1);
+            forward_to_child::restore_in_child(&forwarded);
             Ok(())
         });
     }
@@ -433,10 +441,12 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
-            return Err(Failure { message: format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e)), code: 126 })
+            forward_to_child::uninstall(&forwarded);
+            return Err(Failure { message: format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e)), code: 126 });
         }
     };
     let root = child.id();
+    forward_to_child::to(root);
     let table = table.map(|(program, handed)| {
         drop(handed); // CMD has its copy
         // From now on the program records CMD's threads. spawn() returns
@@ -470,6 +480,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         libc::signal(libc::SIGINT, previous.0);
         libc::signal(libc::SIGQUIT, previous.1);
     }
+    forward_to_child::uninstall(&forwarded);
     let status = status.map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
     let profiles = collect(&scratch.0, root);
     if profiles.is_empty() {
@@ -505,6 +516,79 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         // Exit 1 rather than report success without the report.
         Some(0) if unwritten => Ok(ExitCode::from(1)),
         code => Ok(ExitCode::from(code.unwrap_or(1) as u8)),
+    }
+}
+
+/// Passing SIGTERM and SIGHUP on to the program `run` waits for.
+mod forward_to_child {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
+
+    /// The program's pid, 0 until it runs.
+    static CHILD: AtomicI32 = AtomicI32::new(0);
+    /// A signal that came before the program ran, 0 if none.
+    static PENDING: AtomicI32 = AtomicI32::new(0);
+
+    /// The dispositions the handlers replaced, one per signal.
+    #[derive(Clone, Copy)]
+    pub struct Previous([libc::sigaction; 2]);
+
+    extern "C" fn forward(signal: libc::c_int) {
+        match CHILD.load(Ordering::SeqCst) {
+            0 => PENDING.store(signal, Ordering::SeqCst),
+            // SAFETY: kill(2) is async-signal-safe.
+            child => unsafe {
+                libc::kill(child, signal);
+            },
+        }
+    }
+
+    /// Catches the signals; a signal lockmeter was started ignoring stays
+    /// ignored (as `nohup` asks).
+    pub fn install() -> Previous {
+        // SAFETY: zeroed sigaction structs are valid to pass, and `forward`
+        // only calls async-signal-safe functions and touches atomics.
+        unsafe {
+            let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
+            for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
+                libc::sigaction(*signal, std::ptr::null(), previous);
+                if previous.sa_sigaction == libc::SIG_IGN {
+                    continue;
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = forward as extern "C" fn(libc::c_int) as usize;
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(*signal, &action, std::ptr::null_mut());
+            }
+            Previous(previous)
+        }
+    }
+
+    /// In the forked child, before exec: the dispositions lockmeter was
+    /// started with (async-signal-safe).
+    pub fn restore_in_child(previous: &Previous) {
+        for (signal, previous) in SIGNALS.iter().zip(previous.0.iter()) {
+            // SAFETY: restoring a disposition read by sigaction(2).
+            unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
+        }
+    }
+
+    /// From now on signals go to `pid`; one that came meanwhile goes now.
+    pub fn to(pid: u32) {
+        CHILD.store(pid as i32, Ordering::SeqCst);
+        let pending = PENDING.swap(0, Ordering::SeqCst);
+        if pending != 0 {
+            // SAFETY: kill(2) on the child's pid.
+            unsafe { libc::kill(pid as i32, pending) };
+        }
+    }
+
+    /// Back to the dispositions before `install`.
+    pub fn uninstall(previous: &Previous) {
+        restore_in_child(previous);
+        CHILD.store(0, Ordering::SeqCst);
     }
 }
 

@@ -37,6 +37,32 @@ fn bad_input_is_one_line_and_non_zero() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A usage error names what is wrong: the missing argument, the
+/// mistyped option (not run as the command: it used to come back as
+/// "--frame: command not found", exit 127); with no command at all, the
+/// help, on stderr, and still exit 2.
+#[test]
+fn usage_errors_name_what_is_missing_or_wrong() {
+    let one_line = |args: &[&str], needle: &str| {
+        let out = lockmeter().args(args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    one_line(&["bench"], "not provided: <WORKLOAD>");
+    one_line(&["report"], "not provided: <FILES>");
+    one_line(&["run", "--frame", "3", "--", "true"], "unexpected argument '--frame'");
+    one_line(&["advise", "--bogus", "--", "true"], "unexpected argument '--bogus'");
+    let out = lockmeter().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("Usage: lockmeter <COMMAND>"));
+    // What follows CMD is CMD's, dashes and all.
+    let out = lockmeter().args(["run", "-o", "/dev/null", "--", "sh", "-c", "exit 3", "--flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
+
 /// The demo runs end to end and shows every section: pair costs, both
 /// contention scenarios with every lock, our reports and the histogram.
 #[test]

@@ -387,6 +387,15 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
+    if (!strcmp(mode, "linger")) {
+        /* takes the lock again, says so, and waits 10 s for a signal */
+        pthread_mutex_lock(&status_lock);
+        pthread_mutex_unlock(&status_lock);
+        printf("ready\n");
+        fflush(stdout);
+        sleep_ms(10000);
+        return 0;
+    }
     fprintf(stderr, "usage: subjects hold|trylock|heap|rwlock|cond|fork|sem|holds|malloc_term|fork_first|outlier|alternate|churn N|churn_static N|many N|status N|abort|quick_exit|interrupt\n");
     return 2;
 }
