@@ -201,12 +201,15 @@ enum Command {
     /// spinlocks, condvars and semaphores keep working exactly as before;
     /// each acquisition is counted per lock and per call site. When CMD
     /// exits, the lockmeter table goes to stderr (or -o FILE): per lock UTIL,
-    /// CON, HOLD mean(max), WAIT mean(max), TOTAL, NOWAIT, REJECT and NAME
-    /// (the variable's symbol, or heap@SITE for a lock on the heap), the
-    /// call sites that waited and those that held (with the waiter-weighted
-    /// delay they caused), seed 000's log2-cycle wait histogram, and the
-    /// profiler's own health. Every process of the tree gets its own
-    /// profile. CMD's exit status is lockmeter's (128+N if a signal killed it).
+    /// CON, HOLD mean(max), WAIT mean(max), TOTAL, NOWAIT, SPIN and SLEEP
+    /// (how waits were spent: `-` for glibc's locks, which cannot tell;
+    /// known under --lock), REJECT and NAME (the variable's symbol, or
+    /// heap@SITE for a lock on the heap), the call sites that waited and
+    /// those that held (with the waiter-weighted delay they caused), seed
+    /// 000's log2-cycle wait histogram, and the profiler's own health.
+    /// Every process of the tree gets its own profile. CMD's exit status is
+    /// lockmeter's (128+N if a signal killed it; SIGTERM and SIGHUP sent to
+    /// lockmeter are passed on to CMD).
     ///
     /// Examples:
     ///   lockmeter run -- ./server --threads 8

@@ -321,7 +321,12 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
         0 => {
             let how = match served::last_acquire() {
                 AcquireKind::Sleep => Acquired::Slept(waited),
-                AcquireKind::Spin | AcquireKind::NoWait => Acquired::Spun(waited),
+                AcquireKind::Spin => Acquired::Spun(waited),
+                // The lock was released between the try above and the
+                // algorithm's own first try: contended, but neither spun
+                // nor slept (counted as spinning, `--lock futex`, which
+                // never spins, showed thousands of spins).
+                AcquireKind::NoWait => Acquired::Waited(waited),
             };
             profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, how, Some(now));
         }
