@@ -192,18 +192,28 @@ fn mops(ops_per_sec: f64) -> String {
 }
 
 /// One table: a row per lock, a column per thread count, `cell` of each
-/// point; "-" where a lock has no point.
+/// point; "-" where a lock has no point. Columns are `width` wide, or
+/// wider where a cell needs it (a fairness spread of 143089.7x), so that
+/// two cells never run together.
 fn grid(out: &mut String, heading: &str, points: &[&PointResult], width: usize, cell: impl Fn(&PointResult) -> String) {
     let threads = distinct(points.iter().map(|p| p.threads));
     let locks = distinct(points.iter().map(|p| p.lock.as_str()));
+    let rows: Vec<(&str, Vec<String>)> = locks
+        .into_iter()
+        .map(|lock| {
+            let cells = threads
+                .iter()
+                .map(|t| points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p)))
+                .collect();
+            (lock, cells)
+        })
+        .collect();
+    let width = rows.iter().flat_map(|(_, cells)| cells.iter().map(|c| c.len() + 1)).fold(width, usize::max);
     let _ = writeln!(out, "\n{heading}");
     let labels = label_width(points);
     row(out, ("lock \\ threads", labels), threads.iter().map(usize::to_string), width);
-    for lock in locks {
-        let cells = threads
-            .iter()
-            .map(|t| points.iter().find(|p| p.lock == lock && p.threads == *t).map_or(String::from("-"), |p| cell(p)));
-        row(out, (lock, labels), cells, width);
+    for (lock, cells) in rows {
+        row(out, (lock, labels), cells.into_iter(), width);
     }
 }
 
@@ -259,7 +269,23 @@ pub fn csv(report: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::mops;
+    use super::{mops, table};
+    use crate::fixtures::{point, report};
+
+    /// A fairness spread wider than the column widens it: the cells of
+    /// neighbouring thread counts used to run together ("1.2x143089.7x").
+    #[test]
+    fn a_wide_cell_widens_its_table_and_never_touches_its_neighbour() {
+        let mut spread = point("ticket", 16, 1e6);
+        spread.per_thread_ops.min = 10;
+        spread.per_thread_ops.max = 1_430_897;
+        let text = table(&report(vec![point("ticket", 4, 1e6), spread, point("std", 4, 1e6), point("std", 16, 1e6)]));
+        let heading = "fairness, most / fewest operations of any thread";
+        let rows: Vec<&str> = text.lines().skip_while(|l| !l.contains(heading)).skip(1).take(3).collect();
+        assert_eq!(rows[1].split_whitespace().collect::<Vec<_>>(), ["ticket", "1.0x", "143089.7x"], "{text}");
+        let ends: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+        assert!(ends.iter().all(|&e| e == ends[0]), "columns stay aligned: {rows:?}");
+    }
 
     #[test]
     fn throughput_prints_with_four_significant_digits() {

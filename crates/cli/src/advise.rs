@@ -264,10 +264,11 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         })
         .collect();
     let title = format!("{title_measure} relative to glibc's locks ({rounds} rounds)");
-    match plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, &options.plot) {
-        Ok(()) => println!("\nPlot: {}", options.plot.display()),
-        Err(e) => say!("lockmeter: warning: no plot: {e}"),
-    }
+    // The path was checked before the rounds; a plot that still cannot
+    // be drawn fails the command, after the verdict above.
+    plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, &options.plot)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", options.plot.display())))?;
+    println!("\nPlot: {}", options.plot.display());
     Ok(())
 }
 

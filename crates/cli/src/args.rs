@@ -206,6 +206,28 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
 /// command that runs a program first must not lose its results to a
 /// missing directory, or to a directory named as the file, once the
 /// program has run.
+/// A plot's file: named .svg or .png (the name picks the drawing), where
+/// a file can be written. Checked before the work that feeds the plot, so
+/// a long run is never lost to a typo in its name.
+pub fn check_plot_path(path: &Path) -> Result<(), String> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
+        return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
+    }
+    check_directory_exists(path)?;
+    check_writable(path)
+}
+
+/// The directory `path` is to be written in exists.
+pub fn check_directory_exists(path: &Path) -> Result<(), String> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if parent.is_dir() {
+        Ok(())
+    } else {
+        Err(format!("{}: directory {} does not exist", path.display(), parent.display()))
+    }
+}
+
 pub fn check_writable(path: &Path) -> Result<(), String> {
     let target = match destination(path).map_err(|why| format!("cannot write {}: {why}", path.display()))? {
         // Opening a pipe to check it would wait for its reader.

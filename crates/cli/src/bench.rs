@@ -1,7 +1,8 @@
 //! `lockmeter bench`: the seeds' experiments, our locks against the peers.
 
-use crate::args::write_atomically;
+use crate::args::{check_directory_exists, check_plot_path, write_atomically};
 use crate::progress::Progress;
+use crate::run::Failure;
 use lockmeter_bench::experiment::{Experiment, Workload};
 use lockmeter_bench::work::Calibration;
 use lockmeter_bench::{plot, render, LockKind, Recording};
@@ -78,18 +79,12 @@ pub fn validate(o: &Options) -> Result<(), String> {
     if (o.periods.is_some() || o.duties.is_some()) && o.workload != WorkloadName::Duty {
         return Err("--period and --duty only apply to the duty workload".into());
     }
-    for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
-        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
-            return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
-        }
-    }
     // Fail before a long run, not after it.
-    for path in [&o.output, &o.plot, &o.plot_histogram].into_iter().flatten() {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            return Err(format!("{}: directory {} does not exist", path.display(), parent.display()));
-        }
+    for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
+        check_plot_path(path)?;
+    }
+    if let Some(output) = &o.output {
+        check_directory_exists(output)?;
     }
     if let Some(fs) = &o.fs {
         if !fs.is_dir() {
@@ -229,37 +224,55 @@ fn emit(text: &str, output: Option<&Path>) -> Result<(), String> {
 /// Draws the requested plots of `report`.
 fn draw_plots(report: &Report, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
     if let Some(path) = throughput {
-        plot::throughput(report, path)?;
+        plot::throughput(report, path).map_err(|e| format!("{}: {e}", path.display()))?;
         say!("lockmeter: wrote {}", path.display());
     }
     if let Some(path) = histogram {
         let threads = threads.unwrap_or_else(|| report.points.iter().map(|p| p.threads).max().unwrap_or(1));
-        plot::histogram(report, threads, path)?;
+        plot::histogram(report, threads, path).map_err(|e| format!("{}: {e}", path.display()))?;
         say!("lockmeter: wrote {}", path.display());
     }
     Ok(())
 }
 
-/// `lockmeter plot`: the plots of a saved JSON report.
+/// `lockmeter plot`: the plots of a saved JSON report. What was asked
+/// (the files, the report, the locks) is a usage error (exit 2); a plot
+/// that then cannot be drawn, a runtime one (exit 1).
 pub fn plot_saved(
     report: &Path,
     throughput: Option<&Path>,
     histogram: Option<&Path>,
     threads: Option<usize>,
     locks: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     if throughput.is_none() && histogram.is_none() {
-        return Err("nothing to draw: give --throughput FILE and/or --histogram FILE".into());
+        return Err(Failure::usage("nothing to draw: give --throughput FILE and/or --histogram FILE"));
     }
-    let text = std::fs::read_to_string(report).map_err(|e| format!("reading {}: {e}", report.display()))?;
-    let mut report: Report =
-        serde_json::from_str(&text).map_err(|e| format!("reading {}: not a lockmeter bench JSON report ({e})", report.display()))?;
+    for path in [throughput, histogram].into_iter().flatten() {
+        check_plot_path(path).map_err(Failure::usage)?;
+    }
+    let text = std::fs::read_to_string(report).map_err(|e| Failure::usage(format!("reading {}: {e}", report.display())))?;
+    let mut report = parse_saved_report(&text).map_err(|why| Failure::usage(format!("reading {}: {why}", report.display())))?;
     if let Some(locks) = locks {
         let wanted: Vec<&str> = locks.split(',').map(str::trim).filter(|l| !l.is_empty()).collect();
         if let Some(missing) = wanted.iter().find(|l| !report.points.iter().any(|p| p.lock == **l)) {
-            return Err(format!("--locks: '{missing}' is not in the report"));
+            return Err(Failure::usage(format!("--locks: '{missing}' is not in the report")));
         }
         report.points.retain(|p| wanted.contains(&p.lock.as_str()));
     }
-    draw_plots(&report, throughput, histogram, threads)
+    draw_plots(&report, throughput, histogram, threads).map_err(Failure::runtime)
+}
+
+/// A saved `bench --format json` report of a workload with threads (the
+/// pair's has nothing to plot against threads, and the scorecard's holds
+/// several experiments).
+fn parse_saved_report(text: &str) -> Result<Report, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not a lockmeter bench JSON report ({e})"))?;
+    if value.get("workload").and_then(|w| w.as_str()) == Some("pair") {
+        return Err("a pair report has nothing to plot against threads (plot a duty, sem or dir report)".into());
+    }
+    if value.get("checks").is_some() {
+        return Err("a scorecard report holds several experiments (plot a duty, sem or dir report)".into());
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a lockmeter bench JSON report ({e})"))
 }

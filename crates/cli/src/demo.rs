@@ -319,6 +319,16 @@ fn profile_a_program(number: usize, plot: &std::path::Path) {
     }
 }
 
+/// Where the demo's advise section draws, beside the scaling plot:
+/// lockmeter-demo.svg -> lockmeter-demo-advise.svg.
+pub fn advise_plot(plot: &std::path::Path) -> std::path::PathBuf {
+    plot.with_file_name(format!(
+        "{}-advise.{}",
+        plot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+        plot.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "svg".into())
+    ))
+}
+
 /// Section: `lockmeter advise` on the same program. Seven rounds: a
 /// recommendation needs the winner ahead in enough paired rounds that
 /// chance is unlikely (three can never be enough), and two of our locks
@@ -333,11 +343,7 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Pat
         variants: crate::advise::variants("adaptive,futex").expect("known algorithms"),
         repeat: 7,
         metric: regex::Regex::new("([0-9]+) ops/s").ok(),
-        plot: plot.with_file_name(format!(
-            "{}-advise.{}",
-            plot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
-            plot.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "svg".into())
-        )),
+        plot: advise_plot(plot),
     };
     if let Err(failure) = crate::advise::advise(&options) {
         println!("   (skipped: {})", failure.message);

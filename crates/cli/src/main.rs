@@ -58,14 +58,15 @@ enum Command {
     /// lockmeter report of each of our locks, seed 000's wait histogram, and
     /// seed 003's scaling test drawn as a plot (lockmeter-demo.svg).
     Demo {
-        /// Rounds of every measurement (medians are over rounds).
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
-        rounds: u32,
-        /// Length of each contended run, e.g. 300ms or 1s.
-        #[arg(long, default_value = "300ms", value_parser = args::duration)]
-        run: std::time::Duration,
-        /// A fast smoke run (1 round, 50 ms runs): checks everything works,
-        /// measures nothing worth quoting.
+        /// Rounds of every measurement (medians are over rounds) [default: 3; --quick: 1].
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: Option<u32>,
+        /// Length of each contended run, e.g. 300ms or 1s [default: 300ms; --quick: 50ms].
+        #[arg(long, value_parser = args::positive_duration)]
+        run: Option<std::time::Duration>,
+        /// A fast smoke run (1 round, 50 ms runs, unless --rounds or --run
+        /// say otherwise): checks everything works, measures nothing worth
+        /// quoting.
         #[arg(long)]
         quick: bool,
         /// Where to draw the scaling plot (.svg or .png).
@@ -482,10 +483,16 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Demo { rounds, run, quick, plot } => {
+            if let Err(message) = args::check_plot_path(&plot).and_then(|()| args::check_plot_path(&demo::advise_plot(&plot))) {
+                say!("lockmeter: error: {message}");
+                return ExitCode::from(2);
+            }
             let settings = if quick {
-                demo::Settings { rounds: 1, run: std::time::Duration::from_millis(50), pairs: 200_000, plot }
+                let run = run.unwrap_or(std::time::Duration::from_millis(50));
+                demo::Settings { rounds: rounds.unwrap_or(1), run, pairs: 200_000, plot }
             } else {
-                demo::Settings { rounds, run, pairs: 2_000_000, plot }
+                let run = run.unwrap_or(std::time::Duration::from_millis(300));
+                demo::Settings { rounds: rounds.unwrap_or(3), run, pairs: 2_000_000, plot }
             };
             demo::run(&settings)
         }
@@ -529,13 +536,16 @@ fn main() -> ExitCode {
             }
             bench::run(options)
         }
-        Command::Plot { report, throughput, histogram, threads, locks } => bench::plot_saved(
-            &report,
-            throughput.as_deref(),
-            histogram.as_deref(),
-            threads.map(|t| t as usize),
-            locks.as_deref(),
-        ),
+        Command::Plot { report, throughput, histogram, threads, locks } => {
+            let drawn = bench::plot_saved(&report, throughput.as_deref(), histogram.as_deref(), threads.map(|t| t as usize), locks.as_deref());
+            return match drawn {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(failure) => {
+                    say!("lockmeter: error: {}", failure.message);
+                    ExitCode::from(failure.code)
+                }
+            };
+        }
         Command::Oncpu { action } => return oncpu::main(action),
         Command::Run { output, rendering, lock, frames, interval, max_locks, oncpu, command } => {
             let options = run::RunOptions {
@@ -578,6 +588,10 @@ fn main() -> ExitCode {
             };
         }
         Command::Advise { locks, repeat, metric, plot, command } => {
+            if let Err(message) = args::check_plot_path(&plot) {
+                say!("lockmeter: error: {message}");
+                return ExitCode::from(2);
+            }
             let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat: repeat as usize, metric, plot };
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,

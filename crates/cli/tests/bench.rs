@@ -348,14 +348,26 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     assert!(text.contains("std") && !text.contains("adaptive"), "only std is drawn");
     let out = lockmeter().arg("plot").arg(&json).arg("--histogram").arg(&only).args(["--locks", "ticket"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("'ticket' is not in the report"));
-    // A truncated report is a one-line error, not a panic.
+    // Bad input is a one-line usage error (exit 2), found before drawing:
+    // a plot file nobody can write or draw, a pair report (nothing to
+    // plot against threads), a truncated report (not a panic).
+    let usage_error = |args: &[&std::ffi::OsStr], needle: &str| {
+        let out = lockmeter().arg("plot").args(args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    let nowhere = dir.join("no-such-dir").join("t.svg");
+    usage_error(&[json.as_ref(), "--throughput".as_ref(), nowhere.as_ref()], "no-such-dir does not exist");
+    usage_error(&[json.as_ref(), "--throughput".as_ref(), dir.join("t.pdf").as_ref()], "must end in .svg or .png");
+    let pair = dir.join("pair.json");
+    let out = lockmeter().args(["bench", "pair", "--quick", "--format", "json", "-o"]).arg(&pair).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    usage_error(&[pair.as_ref(), "--throughput".as_ref(), svg.as_ref()], "a pair report has nothing to plot");
     let bytes = std::fs::read(&json).unwrap();
     std::fs::write(&json, &bytes[..bytes.len() / 2]).unwrap();
-    let out = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&svg).output().unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("not a lockmeter bench JSON report"), "{err}");
+    usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref()], "not a lockmeter bench JSON report");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -58,6 +58,14 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8(out.stderr).unwrap().contains("Usage: lockmeter <COMMAND>"));
+    // A plot file that cannot be written is found before the work: the
+    // program (10 s of sleep a round) never runs. (advise used to run
+    // every round, warn and exit 0; the demo to run, then fail.)
+    let started = std::time::Instant::now();
+    one_line(&["advise", "--plot", "/no-such-dir/a.svg", "--", "sleep", "10"], "directory /no-such-dir does not exist");
+    one_line(&["advise", "--plot", "ratios.txt", "--", "sleep", "10"], "must end in .svg or .png");
+    one_line(&["demo", "--quick", "--plot", "/no-such-dir/x.svg"], "directory /no-such-dir does not exist");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "checked before running");
     // What follows CMD is CMD's, dashes and all.
     let out = lockmeter().args(["run", "-o", "/dev/null", "--", "sh", "-c", "exit 3", "--flag"]).output().unwrap();
     assert_eq!(out.status.code(), Some(3));
