@@ -164,6 +164,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     if options.command.is_empty() {
         return Err(Failure::usage("no command given: lockmeter advise [OPTIONS] -- CMD [ARGS...]"));
     }
+    // Found as `run` finds it: a missing or unrunnable command is 127 or
+    // 126 with the shell's words, before any round.
+    crate::run::find_program(&options.command[0])?;
     let library = library()?;
     let rounds = options.repeat;
     let mut progress = Progress::new(rounds * options.variants.len());

@@ -301,7 +301,7 @@ enum Command {
     ///   lockmeter advise --locks adaptive,mcs --repeat 9 --metric 'ops/s: ([0-9.]+)' -- ./bench
     #[command(verbatim_doc_comment)]
     Advise {
-        /// Our algorithms to try (comma-separated, or all) [default: all].
+        /// Our algorithms to try (comma-separated, or all).
         #[arg(long, default_value = "all", value_parser = advise::variants)]
         locks: std::vec::Vec<advise::Variant>,
         /// Rounds; medians and ranges are over these.

@@ -28,7 +28,9 @@ pub enum Format {
 }
 
 impl Format {
-    fn binary(self) -> bool {
+    /// Formats written to a file only: pprof's gzip, and a flame graph
+    /// (an SVG, which a terminal cannot show).
+    fn needs_file(self) -> bool {
         matches!(self, Format::Pprof | Format::Flamegraph)
     }
 }
@@ -79,9 +81,10 @@ pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, Strin
     })
 }
 
-fn binary_needs_file(format: Format) -> Failure {
+fn needs_file_error(format: Format) -> Failure {
     let name = format!("{format:?}").to_lowercase();
-    Failure::usage(format!("--format {name} writes a binary file: give -o FILE"))
+    let what = if format == Format::Pprof { "a gzip-compressed file" } else { "an SVG picture" };
+    Failure::usage(format!("--format {name} writes {what}: give -o FILE"))
 }
 
 /// Whether a format's output is one document, which another cannot
@@ -92,12 +95,15 @@ fn one_document(format: Format) -> bool {
 
 /// `lockmeter report`: every file loaded before anything is written.
 pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
-    if rendering.format.binary() && output.is_none() {
-        return Err(binary_needs_file(rendering.format));
+    if rendering.format.needs_file() && output.is_none() {
+        return Err(needs_file_error(rendering.format));
     }
     if one_document(rendering.format) && files.len() > 1 {
         let name = format!("{:?}", rendering.format).to_lowercase();
         return Err(Failure::usage(format!("--format {name} renders one profile: give one file")));
+    }
+    if let Some(path) = output {
+        check_writable(path).map_err(Failure::usage)?;
     }
     let profiles = files.iter().map(|file| Profile::load(file).map_err(|e| Failure::usage(e.0))).collect::<Result<Vec<_>, _>>()?;
     let mut bytes = Vec::new();
@@ -181,7 +187,7 @@ pub fn library() -> Result<PathBuf, Failure> {
 }
 
 /// The program `name` would run as, searched in PATH as a shell does.
-fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
+pub fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
     let as_path = PathBuf::from(name);
     let text = name.to_string_lossy();
     let candidates: Vec<PathBuf> = if text.contains('/') {
@@ -380,8 +386,8 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failu
 
 /// `lockmeter run`: returns the program's exit code.
 pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
-    if options.rendering.format.binary() && options.output.is_none() {
-        return Err(binary_needs_file(options.rendering.format));
+    if options.rendering.format.needs_file() && options.output.is_none() {
+        return Err(needs_file_error(options.rendering.format));
     }
     let Some(program) = options.command.first() else {
         return Err(Failure::usage("no command given: lockmeter run [OPTIONS] -- CMD [ARGS...]"));
@@ -442,7 +448,13 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         Ok(child) => child,
         Err(e) => {
             forward_to_child::uninstall(&forwarded);
-            return Err(Failure { message: format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e)), code: 126 });
+            // The file was found: not found now is a script's interpreter
+            // (`#!/missing/sh`), which a shell reports as 127 too.
+            let (why, code) = match e.kind() {
+                std::io::ErrorKind::NotFound => ("its interpreter was not found".to_string(), 127),
+                _ => (profile::io_reason(&e), 126),
+            };
+            return Err(Failure { message: format!("cannot run {}: {why}", program.to_string_lossy()), code });
         }
     };
     let root = child.id();

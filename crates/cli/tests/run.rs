@@ -591,6 +591,15 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
     one_line_error(&lockmeter().args(["run", "--format", "yaml", "--", "true"]).output().unwrap(), 2, "yaml");
     let dir = scratch("bad");
     one_line_error(&lockmeter().arg("report").arg(dir.join("missing.json")).output().unwrap(), 2, "cannot read profile");
+    // The output is checked before rendering, as run checks it before CMD.
+    let nowhere = dir.join("no-such-dir").join("t.txt");
+    one_line_error(&lockmeter().arg("report").arg(dir.join("missing.json")).arg("-o").arg(&nowhere).output().unwrap(), 2, "cannot write");
+    one_line_error(&lockmeter().args(["advise", "--", "no-such-program-here"]).output().unwrap(), 127, "command not found");
+    // A script whose interpreter is missing: 127, as a shell says it.
+    let script = scratch("interpreter").join("orphan.sh");
+    std::fs::write(&script, "#!/no-such-dir/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    one_line_error(&lockmeter().arg("run").arg("--").arg(&script).output().unwrap(), 127, "its interpreter was not found");
     std::fs::write(dir.join("corrupt.json"), "{\"format\": \"lockmeter-profile\", \"locks\": [{\"name\": \"a").unwrap();
     one_line_error(&lockmeter().arg("report").arg(dir.join("corrupt.json")).output().unwrap(), 2, "truncated");
     std::fs::write(dir.join("other.json"), "{\"hello\": 1}").unwrap();
