@@ -210,7 +210,7 @@ enum Command {
     /// 000's log2-cycle wait histogram, and the profiler's own health.
     /// Every process of the tree gets its own profile. CMD's exit status is
     /// lockmeter's (128+N if a signal killed it; SIGTERM and SIGHUP sent to
-    /// lockmeter are passed on to CMD).
+    /// lockmeter are passed on to CMD, and lockmeter then ends of them).
     ///
     /// Examples:
     ///   lockmeter run -- ./server --threads 8

@@ -470,23 +470,29 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
         program
     });
-    let status = loop {
-        match options.interval {
-            None => break child.wait(),
-            Some(interval) => {
-                std::thread::sleep(interval);
-                match child.try_wait() {
-                    Ok(Some(status)) => break Ok(status),
-                    Ok(None) => {
-                        if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next() {
-                            let _ = emit(&live, options, true);
-                        }
+    // Wait for CMD to end without reaping it (its pid stays its own, so a
+    // signal forwarded meanwhile cannot reach a process that took the pid
+    // over), dumping a live report every --interval, then reap it.
+    let mut next_dump = options.interval.map(|interval| std::time::Instant::now() + interval);
+    let ended = loop {
+        match (next_dump, ended_unreaped(root, next_dump.is_none())) {
+            (_, Ok(true)) => break Ok(()),
+            (_, Err(e)) => break Err(e),
+            (None, Ok(false)) => continue,
+            (Some(due), Ok(false)) => {
+                // Polled, so the report follows CMD's end within 50 ms.
+                std::thread::sleep(Duration::from_millis(50));
+                if std::time::Instant::now() >= due {
+                    if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next() {
+                        let _ = emit(&live, options, true);
                     }
-                    Err(e) => break Err(e),
+                    next_dump = options.interval.map(|interval| due + interval);
                 }
             }
         }
     };
+    forward_to_child::child_ended();
+    let status = ended.and_then(|()| child.wait());
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, previous.0);
@@ -498,8 +504,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     if profiles.is_empty() {
         let why = match status.signal() {
             // No handler runs on SIGKILL, and the library writes from one.
-            Some(libc::SIGKILL) => "SIGKILL leaves no time to write one",
-            _ => "statically linked, or it cleared LD_PRELOAD",
+            Some(libc::SIGKILL) => "SIGKILL leaves no time to write one".to_string(),
+            Some(signal) => format!("{} came before it could write one, or it handles the signal itself", signal_name(signal)),
+            None => "statically linked, or it cleared LD_PRELOAD".to_string(),
         };
         say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
     }
@@ -522,6 +529,13 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     drop(table); // detaches the program
     if let Some(signal) = status.signal() {
         say!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
+        if forward_to_child::received() == Some(signal) {
+            // The signal was lockmeter's, passed on: end of it as CMD did,
+            // as `timeout` does. A service manager then sees its stop
+            // obeyed (systemd counts death by SIGTERM as a clean stop,
+            // and exit status 143 as a failure); a shell still says 143.
+            forward_to_child::die_of(signal);
+        }
         return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
     }
     match status.code() {
@@ -537,16 +551,19 @@ mod forward_to_child {
 
     const SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
 
-    /// The program's pid, 0 until it runs.
+    /// The program's pid, 0 until it runs and once it has ended.
     static CHILD: AtomicI32 = AtomicI32::new(0);
     /// A signal that came before the program ran, 0 if none.
     static PENDING: AtomicI32 = AtomicI32::new(0);
+    /// The last signal lockmeter received, 0 if none.
+    static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
     pub struct Previous([libc::sigaction; 2]);
 
     extern "C" fn forward(signal: libc::c_int) {
+        RECEIVED.store(signal, Ordering::SeqCst);
         match CHILD.load(Ordering::SeqCst) {
             0 => PENDING.store(signal, Ordering::SeqCst),
             // SAFETY: kill(2) is async-signal-safe.
@@ -597,10 +614,53 @@ mod forward_to_child {
         }
     }
 
+    /// The program has ended (not yet reaped): signals from now on are
+    /// not forwarded.
+    pub fn child_ended() {
+        CHILD.store(0, Ordering::SeqCst);
+    }
+
+    /// The signal lockmeter last received and passed on, if any.
+    pub fn received() -> Option<libc::c_int> {
+        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
+    }
+
+    /// Ends lockmeter by `signal`'s default action.
+    pub fn die_of(signal: libc::c_int) {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        // SAFETY: resetting a disposition and raising a signal; the
+        // caller has nothing left to write.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+
     /// Back to the dispositions before `install`.
     pub fn uninstall(previous: &Previous) {
         restore_in_child(previous);
         CHILD.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Whether process `pid` (a child) has ended, leaving it unreaped;
+/// waits for it to end if `block`.
+fn ended_unreaped(pid: u32, block: bool) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+        // SAFETY: waitid on our own child, writing into `info`.
+        if unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) } == 0 {
+            // SAFETY: waitid filled `info` (si_pid stays 0 under WNOHANG
+            // when the child has not ended).
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
     }
 }
 

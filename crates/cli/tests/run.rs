@@ -373,41 +373,51 @@ fn an_interrupt_stops_the_program_and_lockmeter_reports() {
     assert_eq!(output.status.code(), Some(128 + 2));
 }
 
-/// SIGTERM or SIGHUP sent to lockmeter alone (`kill`, a service manager)
-/// is passed on to the program, and lockmeter waits for it and reports,
-/// with the status a shell gives a process the signal ended. (It used to
-/// die at once, leaving the program running and its profile unread.)
+/// SIGTERM or SIGHUP sent to lockmeter alone (`kill`) is passed on to the
+/// program, and lockmeter waits for it, reports, and then ends of the
+/// same signal (as `timeout` does: a service manager sees its stop
+/// obeyed). Sent to the whole process group (a service manager, `timeout`,
+/// a closed terminal), the program gets it twice, and still writes its
+/// profile. (lockmeter used to die at once, leaving the program running
+/// and its profile unread; and a second signal during the write killed
+/// the program without one.)
 #[test]
 fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
     use std::io::BufRead;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
-        let dir = scratch(&format!("forward-{name}"));
-        let file = dir.join("profile.json");
-        let started = std::time::Instant::now();
-        let mut child = lockmeter()
-            .args(["run", "--format", "json", "-o"])
-            .arg(&file)
-            .arg("--")
-            .arg(subjects())
-            .arg("linger")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-        assert_eq!(ready, "ready\n");
-        // SAFETY: signalling our own child, lockmeter.
-        unsafe { libc::kill(child.id() as i32, signal) };
-        let output = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(128 + signal), "{name} as a shell reports it: {stderr}");
-        assert!(stderr.contains(&format!("was killed by {name}")), "{stderr}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(8), "the program ran on after {name}");
-        let profile = Profile::load(&file).unwrap();
-        assert_eq!(profile.reason, format!("signal {name}"));
-        // Once by every mode, once by linger's own.
-        assert_eq!(lock(&profile, "status_lock").counters.acquisitions, 2);
+        for whole_group in [false, true] {
+            let case = format!("{name}, {}", if whole_group { "to the process group" } else { "to lockmeter" });
+            let dir = scratch(&format!("forward-{name}-{whole_group}"));
+            let file = dir.join("profile.json");
+            let started = std::time::Instant::now();
+            let mut child = lockmeter()
+                .args(["run", "--format", "json", "-o"])
+                .arg(&file)
+                .arg("--")
+                .arg(subjects())
+                .arg("linger")
+                .process_group(0)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut ready = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+            assert_eq!(ready, "ready\n");
+            let target = if whole_group { -(child.id() as i32) } else { child.id() as i32 };
+            // SAFETY: signalling our own child, lockmeter, or its group.
+            unsafe { libc::kill(target, signal) };
+            let output = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.signal(), Some(signal), "{case}: lockmeter ends of the signal: {stderr}");
+            assert!(stderr.contains(&format!("was killed by {name}")), "{case}: {stderr}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(8), "{case}: the program ran on");
+            let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{case}: {e}; {stderr}"));
+            assert_eq!(profile.reason, format!("signal {name}"), "{case}");
+            // Once by every mode, once by linger's own.
+            assert_eq!(lock(&profile, "status_lock").counters.acquisitions, 2, "{case}");
+        }
     }
 }
 

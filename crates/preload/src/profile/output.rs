@@ -156,10 +156,31 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         _ => "signal",
     };
     write_final(&format!("signal {name}"));
-    // SAFETY: the handler was installed with SA_RESETHAND, so the default
-    // action (death) now applies; raise delivers it (SA_NODEFER).
-    unsafe { libc::raise(signal) };
+    // Die of the signal. A fault's handler was installed with
+    // SA_RESETHAND and SA_NODEFER: the default action applies and raise
+    // delivers it at once. An ending signal is blocked while its handler
+    // runs: raised, it waits until unblocked, and then kills.
+    // SAFETY: signal, raise and pthread_sigmask are async-signal-safe.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
 }
+
+/// Faults: the profile is written as the program dies of one; a fault
+/// inside the handler kills at once (its disposition is reset on entry).
+const FAULT_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
+/// Signals sent to end the program. While the profile is written any of
+/// them that comes too waits, blocked: a service manager or `timeout`
+/// signals the whole process group, and under `lockmeter run` the program
+/// then also gets lockmeter's forwarded copy; reset on entry, that second
+/// signal killed the program half-way through its profile (4 of 5 runs of
+/// `timeout -s TERM 0.5 lockmeter run -- sleep 5` left none).
+const ENDING_SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// The signal the program is dying of, for the watchdog.
 static DYING_OF: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -199,7 +220,18 @@ extern "C" fn on_dump_signal(_signal: libc::c_int) {
     DUMP_REQUESTED.store(true, Relaxed);
 }
 
-fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), only_if_default: bool) {
+/// How a handler is installed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Handling {
+    /// The dump signal: always ours, and it may come again and again.
+    Dump,
+    /// A fault: only if the program left it at the default.
+    Fault,
+    /// An ending signal: only if the program left it at the default.
+    Ending,
+}
+
+fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), handling: Handling) {
     // SAFETY: sigaction with valid pointers; the handler is async-signal
     // tolerant as documented on each.
     unsafe {
@@ -207,13 +239,22 @@ fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), only_if_def
         if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
             return;
         }
-        if only_if_default && old.sa_sigaction != libc::SIG_DFL {
+        if handling != Handling::Dump && old.sa_sigaction != libc::SIG_DFL {
             return;
         }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as usize;
-        action.sa_flags = libc::SA_RESTART | if only_if_default { libc::SA_RESETHAND | libc::SA_NODEFER } else { 0 };
         libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = libc::SA_RESTART;
+        match handling {
+            Handling::Dump => {}
+            Handling::Fault => action.sa_flags |= libc::SA_RESETHAND | libc::SA_NODEFER,
+            Handling::Ending => {
+                for ending in ENDING_SIGNALS {
+                    libc::sigaddset(&mut action.sa_mask, ending);
+                }
+            }
+        }
         libc::sigaction(signal, &action, std::ptr::null_mut());
     }
 }
@@ -226,7 +267,7 @@ pub fn arm(settings: Settings) {
     }
     let periodic = settings.interval.is_some() || settings.dump_signal.is_some();
     if let Some(signal) = settings.dump_signal {
-        install(signal, on_dump_signal, false);
+        install(signal, on_dump_signal, Handling::Dump);
     }
     let _ = SETTINGS.set(settings);
     // SAFETY: registering plain extern "C" functions.
@@ -234,8 +275,11 @@ pub fn arm(settings: Settings) {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(in_child_after_fork));
     }
-    for signal in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        install(signal, on_fatal_signal, true);
+    for signal in FAULT_SIGNALS {
+        install(signal, on_fatal_signal, Handling::Fault);
+    }
+    for signal in ENDING_SIGNALS {
+        install(signal, on_fatal_signal, Handling::Ending);
     }
     if periodic {
         let _ = std::thread::Builder::new().name("lockmeter-dump".into()).spawn(periodic_dumps);
