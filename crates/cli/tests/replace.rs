@@ -120,20 +120,25 @@ fn lockmeter_run_lock_serves_and_profiles() {
         assert_eq!(profile.mode, format!("replace:{algorithm}"));
         let mutexes: Vec<_> = profile.used_locks().filter(|l| l.kind == lockmeter_stats::profile::Kind::Mutex).collect();
         assert!(mutexes.iter().any(|l| l.name == "static_adaptive"), "served static mutexes are profiled");
-        let mut contended = 0;
+        let (mut spun, mut slept) = (0, 0);
         for lock in &mutexes {
             let c = &lock.counters;
             if lock.name.starts_with("robust") {
                 continue;
             }
             let (spin, sleep) = (c.spin.expect("a served mutex knows how it waited"), c.sleep.unwrap());
-            assert!(spin + sleep <= c.contended, "{algorithm} {}: {spin} spun + {sleep} slept of {}", lock.name, c.contended);
             if algorithm == "futex" {
                 assert_eq!(spin, 0, "{}: futex never spins", lock.name);
             }
-            contended += c.contended;
+            spun += spin;
+            slept += sleep;
         }
-        assert!(contended > 0, "{algorithm}: the conformance program contends");
+        // The conformance program contends: ticket's waiters mostly spin
+        // for their turn (and some sleep), futex's all sleep.
+        match algorithm {
+            "ticket" => assert!(spun > slept && slept > 0, "ticket: {spun} spun, {slept} slept"),
+            _ => assert!(slept > 0, "futex: {slept} slept"),
+        }
     }
 }
 

@@ -225,19 +225,24 @@ impl<R: Recorder> RawTicket<R> {
         match wait.turn {
             Some(ticket) => self.wait_for_turn(ticket),
             None => {
-                if !self.admitted() {
-                    self.wait_at_gate();
-                }
-                self.take_ticket();
+                let start = record::wait_start::<R>();
+                let slept_at_gate = !self.admitted() && self.wait_at_gate();
+                self.take_ticket(slept_at_gate.then_some(start));
             }
         }
     }
 
+    /// Takes a ticket and waits for its turn. `gate_wait_start`: when this
+    /// thread began waiting at the gate, if it slept there: a turn served
+    /// at once then still ends a wait, and a sleep.
     #[inline(always)]
-    fn take_ticket(&self) {
+    fn take_ticket(&self, gate_wait_start: Option<u64>) {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) & TICKET_MASK;
         if self.now_serving() == ticket {
-            self.recorder.acquired(AcquireKind::NoWait, 0);
+            match gate_wait_start {
+                Some(start) => self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start)),
+                None => self.recorder.acquired(AcquireKind::NoWait, 0),
+            }
             return;
         }
         self.wait_for_turn(ticket);
@@ -341,9 +346,11 @@ impl<R: Recorder> RawTicket<R> {
     /// thread that has waited past the bound closes the gate and waits for
     /// the line to drain, which it soon does: nobody else joins it
     /// meanwhile. It yields first, then naps (a lock held long).
+    /// Returns whether it waited (slept or yielded) rather than finding
+    /// room at once.
     #[cold]
-    fn wait_at_gate(&self) {
-        self.wait_at_gate_within(ADMISSION_BOUND_NS);
+    fn wait_at_gate(&self) -> bool {
+        self.wait_at_gate_within(ADMISSION_BOUND_NS)
     }
 
     /// [`Self::wait_at_gate`], closing the gate after `bound_ns`.
@@ -352,8 +359,9 @@ impl<R: Recorder> RawTicket<R> {
     /// holder, so that the unlock wakes it without touching the lock's
     /// memory after releasing it (the next holder may destroy and free the
     /// lock at once); the unlock reads `gate` before its release instead.
-    fn wait_at_gate_within(&self, bound_ns: u64) {
+    fn wait_at_gate_within(&self, bound_ns: u64) -> bool {
         let arrived = clock::cycles();
+        let mut waited_at_all = false;
         let bound = clock::ns_to_cycles(bound_ns);
         let slot = slot_for(self as *const _ as usize, GATE_KEY);
         forget_sleepers_after_fork();
@@ -372,6 +380,7 @@ impl<R: Recorder> RawTicket<R> {
             if self.tickets_out() <= spin_window() && (closer || self.gate.load(Ordering::Relaxed) & GATE_CLOSERS_MASK == 0) {
                 break;
             }
+            waited_at_all = true;
             if closer {
                 if closer_yields < CLOSER_YIELDS {
                     closer_yields += 1;
@@ -397,6 +406,7 @@ impl<R: Recorder> RawTicket<R> {
         let leaving = GATE_WAITER + if counted_as_closer { GATE_CLOSER } else { 0 };
         self.gate.fetch_sub(leaving, Ordering::SeqCst);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
+        waited_at_all
     }
 
     /// Counts this thread among the gate's closers, unless 32767 are
@@ -684,7 +694,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     /// Returns once a thread counts itself at `lock`'s gate.
-    fn until_a_thread_is_at_the_gate(lock: &RawTicket<NoStats>) {
+    fn until_a_thread_is_at_the_gate<R: Recorder>(lock: &RawTicket<R>) {
         let start = Instant::now();
         while lock.gate.load(Ordering::Relaxed) & GATE_WAITERS_MASK == 0 {
             assert!(start.elapsed() < Duration::from_secs(5), "no thread reached the gate");
@@ -790,6 +800,44 @@ mod tests {
         newcomer.join().unwrap();
         assert!(woken.elapsed() < Duration::from_secs(5), "the last unlock did not wake the gate");
         assert_eq!(lock.gate.load(Ordering::Relaxed), 0, "nobody left at the gate");
+    }
+
+    /// Remembers how the last acquisition was recorded.
+    struct LastKind(std::sync::atomic::AtomicU32);
+
+    impl Recorder for LastKind {
+        const INIT: Self = LastKind(std::sync::atomic::AtomicU32::new(0));
+        const ENABLED: bool = false;
+        fn acquired(&self, kind: AcquireKind, _: u64) {
+            self.0.store(kind as u32 + 1, Ordering::Relaxed);
+        }
+        fn rejected(&self) {}
+        fn timed_out(&self, _: u64) {}
+        fn releasing(&self) {}
+    }
+
+    /// A thread that slept at the gate and whose ticket is then served at
+    /// once has still waited, asleep: it is recorded as a sleep, not as an
+    /// acquisition that never waited (the profile of a served program
+    /// counted such waits as neither spin nor sleep).
+    #[test]
+    fn a_turn_served_at_once_after_the_gate_is_recorded_as_a_sleep() {
+        let lock = Arc::new(RawTicket::<LastKind>::new());
+        // A full line of tickets held by nobody, marked full as the lock
+        // marks it, so that a newcomer goes to the gate.
+        let full = spin_window() + 1;
+        lock.next_ticket.store(full, Ordering::Relaxed);
+        lock.gate.store(LINE_FULL, Ordering::Relaxed);
+        let newcomer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.lock())
+        };
+        until_a_thread_is_at_the_gate(&lock);
+        for _ in 0..full {
+            unsafe { lock.unlock() };
+        }
+        newcomer.join().unwrap();
+        assert_eq!(lock.recorder().0.load(Ordering::Relaxed), AcquireKind::Sleep as u32 + 1);
     }
 
     /// A closer that finds the closer count full closes the gate uncounted:
