@@ -693,6 +693,16 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    /// Fills `lock`'s line past the window with tickets nobody holds, marked
+    /// full as the thread that filled it would have: a newcomer waits at
+    /// the gate. Returns the tickets out.
+    fn fill_the_line<R: Recorder>(lock: &RawTicket<R>) -> u32 {
+        let out = spin_window() + 1;
+        lock.next_ticket.store(out, Ordering::Relaxed);
+        lock.gate.store(LINE_FULL, Ordering::Relaxed);
+        out
+    }
+
     /// Returns once a thread counts itself at `lock`'s gate.
     fn until_a_thread_is_at_the_gate<R: Recorder>(lock: &RawTicket<R>) {
         let start = Instant::now();
@@ -707,12 +717,7 @@ mod tests {
     #[test]
     fn a_child_of_fork_forgets_the_parents_sleepers() {
         let lock = Arc::new(RawTicket::<NoStats>::new());
-        // A line longer than the window, of tickets nobody holds, marked
-        // full as the thread that filled it would have: a newcomer waits at
-        // the gate.
-        let out = spin_window() + 1;
-        lock.next_ticket.store(out, Ordering::Relaxed);
-        lock.gate.store(LINE_FULL, Ordering::Relaxed);
+        let out = fill_the_line(&lock);
         let waiter = {
             let lock = lock.clone();
             std::thread::spawn(move || {
@@ -823,11 +828,7 @@ mod tests {
     #[test]
     fn a_turn_served_at_once_after_the_gate_is_recorded_as_a_sleep() {
         let lock = Arc::new(RawTicket::<LastKind>::new());
-        // A full line of tickets held by nobody, marked full as the lock
-        // marks it, so that a newcomer goes to the gate.
-        let full = spin_window() + 1;
-        lock.next_ticket.store(full, Ordering::Relaxed);
-        lock.gate.store(LINE_FULL, Ordering::Relaxed);
+        let full = fill_the_line(&lock);
         let newcomer = {
             let lock = lock.clone();
             std::thread::spawn(move || lock.lock())
