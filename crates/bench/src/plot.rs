@@ -16,6 +16,12 @@ const FONT_CANDIDATES: [&str; 3] = [
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
 ];
 
+/// Whether plots can be drawn here: the font they need is installed
+/// (checked once, and kept).
+pub fn ready() -> Result<(), String> {
+    register_font()
+}
+
 fn register_font() -> Result<(), String> {
     use std::sync::OnceLock;
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
@@ -61,15 +67,17 @@ fn with_backend(
     register_font()?;
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     // Drawn to a temporary file beside the target, then renamed: a reader
-    // never sees half a plot.
-    let name = path.file_name().map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
-    let temp = path.with_file_name(format!(".{name}.tmp.{}.{}", std::process::id(), ext.as_deref().unwrap_or("")));
+    // never sees half a plot. A link named as the plot is followed and
+    // stays a link (renamed over, it became the plot).
+    let target = lockmeter_stats::profile::link_target(path);
+    let name = target.file_name().map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
+    let temp = target.with_file_name(format!(".{name}.tmp.{}.{}", std::process::id(), ext.as_deref().unwrap_or("")));
     let drawn = match ext.as_deref() {
         Some("svg") => draw(SVGBackend::new(&temp, size).into_drawing_area()),
         Some("png") => draw_png(BitMapBackend::new(&temp, size).into_drawing_area()),
         _ => return Err(format!("{}: the plot file must end in .svg or .png", path.display())),
     };
-    let result = drawn.and_then(|()| std::fs::rename(&temp, path).map_err(|e| format!("writing {}: {e}", path.display())));
+    let result = drawn.and_then(|()| std::fs::rename(&temp, &target).map_err(|e| format!("writing {}: {e}", target.display())));
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }

@@ -65,7 +65,8 @@ pub struct Options {
     pub variants: Vec<Variant>,
     pub repeat: usize,
     pub metric: Option<regex::Regex>,
-    pub plot: PathBuf,
+    /// Where to draw the ratios, if anywhere.
+    pub plot: Option<PathBuf>,
 }
 
 /// One run's measurements.
@@ -198,10 +199,10 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         ratios: runs[i].iter().zip(&runs[0]).filter_map(|(v, g)| Some(get(v)? / get(g)?)).filter(|r| r.is_finite()).collect(),
     };
 
+    let rounds_text = if rounds == 1 { "1 round".to_string() } else { format!("{rounds} rounds") };
     println!(
-        "lockmeter advise: {} ({} rounds, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
+        "lockmeter advise: {} ({rounds_text}, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
         options.shown_as,
-        rounds,
         options.variants.len()
     );
     let mut header = format!("{:<12} {:>9} {:>22} {:>9} {:>22}", "locks", "wall s", "wall vs glibc", "cpu s", "cpu vs glibc");
@@ -266,12 +267,14 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             Ratio { label: options.variants[i].name().to_string(), median, low, high }
         })
         .collect();
-    let title = format!("{title_measure} relative to glibc's locks ({rounds} rounds)");
+    let title = format!("{title_measure} relative to glibc's locks ({rounds_text})");
     // The path was checked before the rounds; a plot that still cannot
     // be drawn fails the command, after the verdict above.
-    plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, &options.plot)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", options.plot.display())))?;
-    println!("\nPlot: {}", options.plot.display());
+    if let Some(path) = &options.plot {
+        plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, path)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
+        println!("\nPlot: {}", path.display());
+    }
     Ok(())
 }
 

@@ -153,21 +153,10 @@ pub fn destination(path: &Path) -> Result<Destination, String> {
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(lockmeter_stats::profile::io_reason(&e)),
         Err(_) if path.as_os_str().to_string_lossy().ends_with('/') => Err("it names a directory".into()),
         // Not there yet; a link to a file not yet written leads to its name.
-        Err(_) => Ok(Destination::File(dangling_link_target(path))),
+        Err(_) => Ok(Destination::File(lockmeter_stats::profile::link_target(path))),
     }
 }
 
-/// `path`, or where the chain of symbolic links starting at it points.
-fn dangling_link_target(path: &Path) -> PathBuf {
-    let mut current = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&current) {
-            Ok(next) => current = current.parent().map_or(next.clone(), |dir| dir.join(&next)),
-            Err(_) => break,
-        }
-    }
-    current
-}
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
 /// reader never sees half a file (in place for a device or pipe).
@@ -202,20 +191,19 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
     Ok(path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id())))
 }
 
-/// Fails now if [`write_atomically`] could not write `path` later: a
-/// command that runs a program first must not lose its results to a
-/// missing directory, or to a directory named as the file, once the
-/// program has run.
 /// A plot's file: named .svg or .png (the name picks the drawing), where
-/// a file can be written. Checked before the work that feeds the plot, so
-/// a long run is never lost to a typo in its name.
+/// a file can be written (through a link, where the link leads, as the
+/// plot will be), with the font the plots need. Checked before the work
+/// that feeds the plot, so a long run is never lost to a typo in its name
+/// or a missing font.
 pub fn check_plot_path(path: &Path) -> Result<(), String> {
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
         return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
     }
-    check_directory_exists(path)?;
-    check_writable(path)
+    check_directory_exists(&lockmeter_stats::profile::link_target(path))?;
+    check_writable(path)?;
+    lockmeter_bench::plot::ready()
 }
 
 /// The directory `path` is to be written in exists.
@@ -228,6 +216,10 @@ pub fn check_directory_exists(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Fails now if [`write_atomically`] could not write `path` later: a
+/// command that runs a program first must not lose its results to a
+/// missing directory, or to a directory named as the file, once the
+/// program has run.
 pub fn check_writable(path: &Path) -> Result<(), String> {
     let target = match destination(path).map_err(|why| format!("cannot write {}: {why}", path.display()))? {
         // Opening a pipe to check it would wait for its reader.

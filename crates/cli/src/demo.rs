@@ -343,7 +343,7 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Pat
         variants: crate::advise::variants("adaptive,futex").expect("known algorithms"),
         repeat: 7,
         metric: regex::Regex::new("([0-9]+) ops/s").ok(),
-        plot: advise_plot(plot),
+        plot: Some(advise_plot(plot)),
     };
     if let Err(failure) = crate::advise::advise(&options) {
         println!("   (skipped: {})", failure.message);

@@ -311,9 +311,10 @@ enum Command {
         /// (its first group, or the whole match); higher is better.
         #[arg(long, value_name = "REGEX", value_parser = metric_regex)]
         metric: Option<regex::Regex>,
-        /// Where to draw the ratios (.svg or .png).
-        #[arg(long, value_name = "FILE", default_value = "lockmeter-advise.svg")]
-        plot: std::path::PathBuf,
+        /// Where to draw the ratios (.svg or .png) [default: lockmeter-advise.svg, skipped
+        /// with a warning where it cannot be written].
+        #[arg(long, value_name = "FILE")]
+        plot: Option<std::path::PathBuf>,
         /// The program and its arguments (after --).
         #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
@@ -588,10 +589,27 @@ fn main() -> ExitCode {
             };
         }
         Command::Advise { locks, repeat, metric, plot, command } => {
-            if let Err(message) = args::check_plot_path(&plot) {
-                say!("lockmeter: error: {message}");
-                return ExitCode::from(2);
-            }
+            // A plot asked for must be drawn; the default one is a bonus,
+            // and an unwritable working directory only loses it.
+            let plot = match plot {
+                Some(plot) => match args::check_plot_path(&plot) {
+                    Ok(()) => Some(plot),
+                    Err(message) => {
+                        say!("lockmeter: error: {message}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => {
+                    let plot = std::path::PathBuf::from("lockmeter-advise.svg");
+                    match args::check_plot_path(&plot) {
+                        Ok(()) => Some(plot),
+                        Err(message) => {
+                            say!("lockmeter: warning: no plot: {message}");
+                            None
+                        }
+                    }
+                }
+            };
             let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat: repeat as usize, metric, plot };
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -348,6 +348,13 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     assert!(text.contains("std") && !text.contains("adaptive"), "only std is drawn");
     let out = lockmeter().arg("plot").arg(&json).arg("--histogram").arg(&only).args(["--locks", "ticket"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("'ticket' is not in the report"));
+    // A link named as the plot is followed and stays a link.
+    let (link, real) = (dir.join("link.svg"), dir.join("real.svg"));
+    std::os::unix::fs::symlink("real.svg", &link).unwrap();
+    let out = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&link).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced by the plot");
+    assert!(std::fs::read_to_string(&real).unwrap().contains("adaptive"));
     // Bad input is a one-line usage error (exit 2), found before drawing:
     // a plot file nobody can write or draw, a pair report (nothing to
     // plot against threads), a truncated report (not a panic).

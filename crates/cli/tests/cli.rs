@@ -113,3 +113,15 @@ fn quick_demo_shows_every_section() {
         assert!(text.contains("skipped: adaptive-oncpu"), "without privilege the section says why:\n{text}");
     }
 }
+
+/// advise's plot is drawn by default, but a working directory that takes
+/// no file only loses the plot, with a warning: the verdict still comes
+/// (it used to refuse to run at all).
+#[test]
+fn advise_without_a_writable_directory_gives_its_verdict_without_the_plot() {
+    let out = lockmeter().current_dir("/proc").args(["advise", "--locks", "adaptive", "--repeat", "1", "--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning: no plot: cannot write lockmeter-advise.svg"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("lockmeter advise: true (1 round, 2 variants"));
+}

@@ -400,6 +400,20 @@ impl Profile {
     }
 }
 
+/// Where the chain of symbolic links starting at `path` leads (`path`
+/// itself if it is none): a file written through a temporary file and a
+/// rename goes there, so that a link to it stays a link.
+pub fn link_target(path: &std::path::Path) -> std::path::PathBuf {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&current) {
+            Ok(next) => current = current.parent().map_or(next.clone(), |dir| dir.join(&next)),
+            Err(_) => break,
+        }
+    }
+    current
+}
+
 /// `std::io::Error` without its "(os error N)" tail.
 pub fn io_reason(e: &std::io::Error) -> String {
     let text = e.to_string();
