@@ -24,6 +24,9 @@
 extern "C" {
 #endif
 
+/* Declared here too: <time.h> declares it only for C11 or POSIX builds. */
+struct timespec;
+
 typedef union {
     unsigned char __size[40];
     long __align;
@@ -47,6 +50,9 @@ int lm_mutex_trylock(lm_mutex_t *m);
  * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9).
  * "ticket" and "mcs" cannot leave their queue: for them this polls. */
 int lm_mutex_timedlock(lm_mutex_t *m, const struct timespec *abstime);
+/* Any thread may unlock, as with a normal pthread mutex; but "pi", like
+ * glibc's PTHREAD_PRIO_INHERIT mutex, returns EPERM to a thread that does
+ * not hold it (the lock stays held). */
 int lm_mutex_unlock(lm_mutex_t *m);
 /* EBUSY if the mutex is held. */
 int lm_mutex_destroy(lm_mutex_t *m);

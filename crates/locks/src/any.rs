@@ -115,19 +115,24 @@ impl AnyMutex {
     }
 
     /// Releases the lock for whichever thread holds it, as
-    /// `pthread_mutex_unlock` of a normal mutex allows (but `pi`, whose
-    /// kernel refuses: the lock stays held). Only `adaptive` needs a path of
-    /// its own for this: its unlock subtracts the caller's tid from the word.
+    /// `pthread_mutex_unlock` of a normal mutex allows; returns false, the
+    /// lock still held, for `pi` unlocked by a thread that does not hold
+    /// it (the kernel refuses, and glibc's PI mutex returns EPERM). Only
+    /// `adaptive` needs a path of its own otherwise: its unlock subtracts
+    /// the caller's tid from the word.
     ///
     /// # Safety
     /// The lock must be held, and its holder must not also release it.
-    pub unsafe fn unlock_from_any_thread(&self) {
+    pub unsafe fn unlock_from_any_thread(&self) -> bool {
         match self {
             // SAFETY: forwarded caller contract.
             AnyMutex::Adaptive(l) => unsafe { l.unlock_from_any_thread() },
             // SAFETY: forwarded caller contract.
+            AnyMutex::Pi(l) => return unsafe { l.release() },
+            // SAFETY: forwarded caller contract.
             _ => unsafe { self.unlock() },
         }
+        true
     }
 
     /// Whether the lock is held (or, for the queue locks, waited for).

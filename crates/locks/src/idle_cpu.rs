@@ -18,7 +18,7 @@
 //! busy CPU elsewhere counts against spinning here.
 //!
 //! A read costs about 1 µs (a `pread` of a descriptor kept open), so the
-//! answer is kept process-wide for [`ANSWER_LIFETIME_NS`] and the sleep
+//! answer is kept process-wide for `ANSWER_LIFETIME_NS` and the sleep
 //! path, which costs a system call anyway, is the only caller.
 //!
 //! (Asking by yielding, the only unprivileged alternative, was measured

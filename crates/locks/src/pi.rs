@@ -87,9 +87,36 @@ impl<R: Recorder> RawPi<R> {
                 }
                 // The owner is exiting, or a signal interrupted us: retry.
                 libc::EAGAIN | libc::EINTR => continue,
-                // EDEADLK: the caller already holds this non-recursive lock.
-                errno => panic!("FUTEX_LOCK_PI failed: errno {errno} (relocking a held pi mutex?)"),
+                // The kernel will not queue this thread: it holds the lock
+                // already (EDEADLK), or the word names a thread of another
+                // process (EPERM, ESRCH: in a child of `fork`, a parent
+                // thread held it). A normal mutex waits then, for ever or
+                // until the deadline, and so does this one, in userspace:
+                // only an unlock of a word left by `fork` can free it.
+                _ => return self.wait_unqueued(deadline, start),
             }
+        }
+    }
+
+    /// Waits, polling, for a word the kernel refuses to queue on to be
+    /// freed, or for the deadline.
+    #[cold]
+    fn wait_unqueued(&self, deadline: Option<Instant>, start: u64) -> bool {
+        let tid = current_tid();
+        let mut pause = std::time::Duration::from_micros(50);
+        loop {
+            if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start));
+                return true;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                self.recorder.timed_out(record::waited::<R>(start));
+                return false;
+            }
+            let left = deadline.map_or(pause, |d| d - now);
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(std::time::Duration::from_millis(10));
         }
     }
 
@@ -128,20 +155,46 @@ impl<R: Recorder> RawPi<R> {
     /// The calling thread must hold the lock.
     #[inline]
     pub unsafe fn unlock(&self) {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.release() };
+    }
+
+    /// Releases the lock if the calling thread holds it, as glibc's PI
+    /// mutex does; returns false, leaving the lock held, if another thread
+    /// does (the kernel hands a PI lock over only from its owner, so
+    /// `pthread_mutex_unlock` returns EPERM there). In a child of `fork`, a
+    /// word naming a parent thread (held as the process forked, by the
+    /// thread that forked) is released by any thread of the child.
+    ///
+    /// # Safety
+    /// No thread may release the lock while another holds it on the
+    /// caller's behalf (the checks above are the kernel's and the word's).
+    pub unsafe fn release(&self) -> bool {
         self.recorder.releasing();
         let tid = current_tid();
         if self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
-            return;
+            return true;
         }
         // Waiters are queued in the kernel; it picks and wakes the next owner.
-        // SAFETY: the word is a live aligned u32 we own.
-        unsafe {
+        // SAFETY: the word is a live aligned u32.
+        let r = unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 self.word.as_ptr(),
                 libc::FUTEX_UNLOCK_PI | libc::FUTEX_PRIVATE_FLAG,
-            );
+            )
+        };
+        if r == 0 {
+            return true;
         }
+        let word = self.word.load(Ordering::Relaxed);
+        let owner = word & libc::FUTEX_TID_MASK;
+        if owner != 0 && crate::sync::forked() && !crate::sync::is_thread_of_this_process(owner) {
+            // The child has no kernel state for this word (its futexes
+            // are its own memory's), and no waiter of the parent is here.
+            return self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_ok();
+        }
+        false
     }
 
     /// Whether the lock is held.
@@ -206,5 +259,78 @@ unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawPi<R> {
     }
     fn try_lock_until(&self, deadline: Instant) -> bool {
         self.lock_until(deadline)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The kernel refuses to queue the owner behind itself (EDEADLK): a
+    /// timed relock waits out its deadline, as a normal mutex's does, and
+    /// fails (it used to panic, aborting a C caller).
+    #[test]
+    fn a_timed_relock_by_the_owner_times_out() {
+        let lock = RawPi::<NoStats>::new();
+        lock.lock();
+        let asked = Instant::now();
+        assert!(!lock.lock_until(asked + Duration::from_millis(20)));
+        assert!(asked.elapsed() >= Duration::from_millis(20));
+        // SAFETY: locked above by this thread.
+        assert!(unsafe { lock.release() });
+        assert!(!lock.is_locked());
+    }
+
+    /// Only the owner releases a PI lock (the kernel refuses anyone
+    /// else); the refusal is reported, not taken for a release.
+    #[test]
+    fn a_release_by_another_thread_is_refused_and_the_lock_stays_held() {
+        let lock = Arc::new(RawPi::<NoStats>::new());
+        lock.lock();
+        let other = lock.clone();
+        // SAFETY: a release the lock refuses: it touches nothing.
+        let released = std::thread::spawn(move || unsafe { other.release() }).join().unwrap();
+        assert!(!released);
+        assert!(lock.is_locked() && !lock.try_lock());
+        // SAFETY: locked above by this thread.
+        assert!(unsafe { lock.release() });
+    }
+
+    /// In a child of `fork`, the lock the forking thread held names its
+    /// parent-side id, which the kernel does not know as the child's: the
+    /// child releases it in userspace and can lock it again. A lock held
+    /// by another parent thread stays held: a timed lock times out.
+    #[test]
+    fn a_child_of_fork_releases_what_the_forking_thread_held() {
+        let held_here = RawPi::<NoStats>::new();
+        held_here.lock();
+        let held_elsewhere = Arc::new(RawPi::<NoStats>::new());
+        let (taken_tx, taken) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let lock = held_elsewhere.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                taken_tx.send(()).unwrap();
+                let _ = done.recv();
+                // SAFETY: locked above by this thread.
+                unsafe { lock.unlock() };
+            })
+        };
+        taken.recv().unwrap();
+        let child_passed = crate::sync::in_forked_child(|| {
+            // SAFETY: held by this thread's parent-side self.
+            let released = unsafe { held_here.release() };
+            let relocked = released && held_here.lock_until(Instant::now() + Duration::from_secs(1));
+            let elsewhere_times_out = !held_elsewhere.lock_until(Instant::now() + Duration::from_millis(20));
+            released && relocked && elsewhere_times_out
+        });
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        // SAFETY: locked above by this thread.
+        unsafe { held_here.unlock() };
+        assert!(child_passed);
     }
 }

@@ -154,9 +154,13 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
 #[no_mangle]
 pub unsafe extern "C" fn lm_mutex_unlock(m: *mut LmMutex) -> c_int {
     // SAFETY: caller's contract; as with a normal pthread mutex, the
-    // releasing thread need not be the one that locked it.
-    unsafe { mutex(m).unlock_from_any_thread() };
-    0
+    // releasing thread need not be the one that locked it (but for `pi`,
+    // as for glibc's PI mutex: EPERM, the lock still held).
+    if unsafe { mutex(m).unlock_from_any_thread() } {
+        0
+    } else {
+        libc::EPERM
+    }
 }
 
 /// # Safety

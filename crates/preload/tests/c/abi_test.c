@@ -51,6 +51,11 @@ static void *try_from_other_thread(void *arg) {
     return (void *)(long)lm_mutex_trylock(&mutex);
 }
 
+static void *unlock_from_other_thread(void *arg) {
+    (void)arg;
+    return (void *)(long)lm_mutex_unlock(&mutex);
+}
+
 static struct timespec in_ms(long ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -152,7 +157,16 @@ static void test_algorithm(const char *name) {
     pthread_join(t, &result);
     check((long)result == ETIMEDOUT, name, "timedlock with a negative tv_sec times out, as pthread's does");
     check(lm_mutex_destroy(&mutex) == EBUSY, name, "destroying a held mutex is EBUSY");
-    lm_mutex_unlock(&mutex);
+    struct timespec relock = in_ms(20);
+    check(lm_mutex_timedlock(&mutex, &relock) == ETIMEDOUT, name, "a timed relock by the holder times out");
+    if (strcmp(name, "pi") == 0) {
+        /* As glibc's PI mutex: only the holder unlocks. */
+        pthread_create(&t, NULL, unlock_from_other_thread, NULL);
+        pthread_join(t, &result);
+        check((long)result == EPERM, name, "unlock by a thread that does not hold it is EPERM");
+        check(lm_mutex_trylock(&mutex) == EBUSY, name, "and the mutex is still held");
+    }
+    check(lm_mutex_unlock(&mutex) == 0, name, "unlock by the holder");
     check(lm_mutex_trylock(&mutex) == 0, name, "trylock on a free mutex succeeds");
     lm_mutex_unlock(&mutex);
     struct timespec soon = in_ms(20);
