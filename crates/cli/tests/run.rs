@@ -421,6 +421,36 @@ fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
     }
 }
 
+/// Served by `pi`, a normal mutex unlocked by a thread that does not hold
+/// it answers EPERM, as glibc's PI mutex does (it answered 0 and stayed
+/// held, and the program's waiters slept for good); every other
+/// algorithm releases it, as glibc's normal mutex does.
+#[test]
+fn an_unlock_by_another_thread_releases_or_says_eperm() {
+    for (algorithm, expected) in [("pi", "unlock 1 trylock 16"), ("futex", "unlock 0 trylock 0"), ("ticket", "unlock 0 trylock 0")] {
+        let output = lockmeter().args(["run", "--lock", algorithm, "-o", "/dev/null", "--"]).arg(subjects()).arg("xunlock").output().unwrap();
+        assert!(output.status.success(), "{algorithm}: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), expected, "{algorithm}");
+    }
+}
+
+/// A served queue lock's timed wait polls (it cannot leave its queue);
+/// a wait that slept between its tries is a sleep in the report, not a
+/// wait spent in neither column.
+#[test]
+fn a_queue_locks_timed_wait_is_a_sleep() {
+    for algorithm in ["ticket", "mcs"] {
+        let dir = scratch(&format!("timed-{algorithm}"));
+        let file = dir.join("profile.json");
+        let output =
+            lockmeter().args(["run", "--lock", algorithm, "--format", "json", "-o"]).arg(&file).arg("--").arg(subjects()).arg("timedwait").output().unwrap();
+        assert!(output.status.success(), "{algorithm}: {}", String::from_utf8_lossy(&output.stderr));
+        let profile = Profile::load(&file).unwrap();
+        let c = &lock(&profile, "timed_lock").counters;
+        assert_eq!((c.contended, c.spin, c.sleep), (1, Some(0), Some(1)), "{algorithm}");
+    }
+}
+
 /// `-o` is checked before the program runs, so a run is never lost to a
 /// missing directory; a flame graph of a run without waits is still a
 /// picture, and the program's status comes through.

@@ -86,22 +86,7 @@ impl AnyMutex {
             AnyMutex::FutexTid(l) => l.lock_until(deadline),
             AnyMutex::Pi(l) => l.lock_until(deadline),
             AnyMutex::Spin(l) => l.lock_until(deadline),
-            AnyMutex::Ticket(_) | AnyMutex::Mcs(_) => self.poll_until(deadline),
-        }
-    }
-
-    fn poll_until(&self, deadline: Instant) -> bool {
-        let mut pause = Duration::from_micros(1);
-        loop {
-            if self.try_lock() {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(1));
+            AnyMutex::Ticket(_) | AnyMutex::Mcs(_) => poll_until(deadline, || self.try_lock()) != Polled::TimedOut,
         }
     }
 
@@ -138,6 +123,38 @@ impl AnyMutex {
     /// Whether the lock is held (or, for the queue locks, waited for).
     pub fn is_locked(&self) -> bool {
         dispatch!(self, l => l.is_locked())
+    }
+}
+
+/// How [`poll_until`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Polled {
+    /// The first try took the lock.
+    AtOnce,
+    /// A later try took it, after the poller slept.
+    AfterSleeping,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// A timed lock for a queue lock (`ticket`, `mcs`), which cannot leave its
+/// queue once in it: `try_lock` until it succeeds or `deadline` passes,
+/// with sleeps growing from 1 µs to 1 ms between tries (correct, not fair).
+/// Says whether it slept, which a profile counts as a sleep.
+pub fn poll_until(deadline: Instant, mut try_lock: impl FnMut() -> bool) -> Polled {
+    let mut pause = Duration::from_micros(1);
+    let mut slept = false;
+    loop {
+        if try_lock() {
+            return if slept { Polled::AfterSleeping } else { Polled::AtOnce };
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Polled::TimedOut;
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        slept = true;
+        pause = (pause * 2).min(Duration::from_millis(1));
     }
 }
 

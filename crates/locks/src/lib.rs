@@ -91,6 +91,6 @@ pub type SpinMutex<T> = lock_api::Mutex<RawSpin, T>;
 #[cfg(not(loom))]
 pub use algorithm::{Algorithm, UnknownAlgorithm};
 #[cfg(not(loom))]
-pub use any::AnyMutex;
+pub use any::{poll_until, AnyMutex, Polled};
 #[cfg(not(loom))]
 pub use pi::RawPi;

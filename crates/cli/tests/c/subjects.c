@@ -44,6 +44,51 @@ static int hold(void) {
     return 0;
 }
 
+/* xunlock: main holds xunlock_lock, another thread unlocks it (undefined
+ * in POSIX for a normal mutex, allowed by glibc); prints what the unlock
+ * returned and what main's trylock then returns. */
+pthread_mutex_t xunlock_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *unlock_it(void *arg) {
+    (void)arg;
+    return (void *)(long)pthread_mutex_unlock(&xunlock_lock);
+}
+
+static int xunlock(void) {
+    pthread_t t;
+    void *unlocked;
+    pthread_mutex_lock(&xunlock_lock);
+    pthread_create(&t, NULL, unlock_it, NULL);
+    pthread_join(t, &unlocked);
+    int tried = pthread_mutex_trylock(&xunlock_lock);
+    printf("unlock %ld trylock %d\n", (long)unlocked, tried);
+    pthread_mutex_unlock(&xunlock_lock);
+    return 0;
+}
+
+/* timedwait: main holds timed_lock 50 ms while a thread waits for it in
+ * pthread_mutex_timedlock with a 2 s deadline: 1 contended acquisition. */
+pthread_mutex_t timed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *timed_waiter(void *arg) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    if (pthread_mutex_timedlock(&timed_lock, &deadline) != 0) abort();
+    pthread_mutex_unlock(&timed_lock);
+    return arg;
+}
+
+static int timedwait(void) {
+    pthread_t t;
+    pthread_mutex_lock(&timed_lock);
+    pthread_create(&t, NULL, timed_waiter, NULL);
+    sleep_ms(50);
+    pthread_mutex_unlock(&timed_lock);
+    pthread_join(t, NULL);
+    return 0;
+}
+
 /* trylock: 137 trylocks of a held lock fail, then one succeeds. */
 pthread_mutex_t reject_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -366,6 +411,8 @@ pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "hold")) return hold();
+    if (!strcmp(mode, "xunlock")) return xunlock();
+    if (!strcmp(mode, "timedwait")) return timedwait();
     if (!strcmp(mode, "trylock")) return trylock();
     if (!strcmp(mode, "heap")) return heap();
     if (!strcmp(mode, "rwlock")) return rwlock();

@@ -7,7 +7,7 @@
 
 use lockmeter_locks::ticket;
 use lockmeter_locks::{
-    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, kernel_tid, oracle::Decider, poll_until, AcquireKind, Algorithm, NoStats, Polled, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -562,22 +562,17 @@ pub unsafe fn lock_until<R: Recorder>(
         Err(error) => return error,
     };
     let acquired = match algorithm {
-        // The queue locks cannot leave their queue: poll, with sleeps
-        // growing from 1 us to 1 ms (correct, not fair).
-        Algorithm::Ticket | Algorithm::Mcs => {
-            let mut pause = Duration::from_micros(1);
-            loop {
-                if with_lock!(algorithm, served_mutex, R, l => l.try_lock()) {
-                    break true;
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    break false;
-                }
-                std::thread::sleep(pause.min(deadline - now));
-                pause = (pause * 2).min(Duration::from_millis(1));
+        // The queue locks cannot leave their queue: they poll.
+        Algorithm::Ticket | Algorithm::Mcs => match poll_until(deadline, || with_lock!(algorithm, served_mutex, R, l => l.try_lock())) {
+            Polled::AtOnce => true,
+            Polled::AfterSleeping => {
+                // The successful try recorded an acquisition that did not
+                // wait; it followed sleeps.
+                LAST.with(|last| last.set(AcquireKind::Sleep));
+                true
             }
-        }
+            Polled::TimedOut => false,
+        },
         _ => timed::<R>(algorithm, served_mutex, deadline),
     };
     if !acquired {
@@ -628,12 +623,20 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     }
     // SAFETY: the lock is held. (Unlocking a normal mutex from another
     // thread is undefined in POSIX; glibc allows it, and so does every
-    // algorithm but `pi`, whose kernel refuses it: the lock stays held.
-    // `adaptive`'s own unlock subtracts the caller's tid from the word, so
-    // it is told to release for whoever holds it.)
+    // algorithm but `pi`, whose kernel refuses it: EPERM then, as glibc's
+    // PI mutex says, rather than 0 with the lock still held, which left
+    // the program's waiters asleep for good. `adaptive`'s own unlock
+    // subtracts the caller's tid from the word, so it is told to release
+    // for whoever holds it.)
     match algorithm {
         // SAFETY: as in `with_lock!`; the lock is held (checked above).
         Algorithm::Adaptive => unsafe { (*m.state.as_ptr().cast::<RawAdaptive<NoStats>>()).unlock_from_any_thread() },
+        // SAFETY: as in `with_lock!`; the lock is held (checked above).
+        Algorithm::Pi => {
+            if !unsafe { (*m.state.as_ptr().cast::<RawPi<NoStats>>()).release() } {
+                return libc::EPERM;
+            }
+        }
         _ => with_lock!(algorithm, m, NoStats, l => l.unlock()),
     }
     0
