@@ -43,11 +43,11 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}; work loop {:.3} iterations/ns; {} run(s) of {:.2} s per point, medians",
+        "{}; work loop {:.3} iterations/ns; {} run(s) of {} per point, medians",
         report.machine.summary(),
         report.machine.work_iterations_per_ns,
         report.repeat,
-        report.seconds_per_run
+        run_length(report.seconds_per_run)
     );
     for (period, duty, points) in panels(report) {
         let title = panel_title(&report.workload, period, duty);
@@ -182,6 +182,16 @@ fn row(out: &mut String, (label, label_width): (&str, usize), cells: impl Iterat
     out.push('\n');
 }
 
+/// A run's length as given: milliseconds below a second ("4 ms", not
+/// the "0.00 s" two decimals of a second made of it), seconds above.
+fn run_length(seconds: f64) -> String {
+    if seconds < 1.0 {
+        format!("{} ms", (seconds * 1e3 * 1e3).round() / 1e3)
+    } else {
+        format!("{} s", (seconds * 1e3).round() / 1e3)
+    }
+}
+
 /// Operations per second as Mops/s with four significant digits: with a
 /// fixed three decimals, the 0.02 Mops/s of 36 µs critical sections would
 /// print with two, and ratios read off the table would round by 5%.
@@ -269,7 +279,16 @@ pub fn csv(report: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{mops, table};
+    use super::{mops, run_length, table};
+
+    #[test]
+    fn run_lengths_read_as_given() {
+        assert_eq!(run_length(0.004), "4 ms");
+        assert_eq!(run_length(0.5), "500 ms");
+        assert_eq!(run_length(0.0125), "12.5 ms");
+        assert_eq!(run_length(3.0), "3 s");
+        assert_eq!(run_length(1.5), "1.5 s");
+    }
     use crate::fixtures::{point, report};
 
     /// A fairness spread wider than the column widens it: the cells of

@@ -421,6 +421,14 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
             config.stall.as_secs_f64()
         ));
     }
+    // A wait for the lock longer than the stall is no progress too, even
+    // one that ended: the in-run check above cannot fire before the run
+    // has lasted the stall, and with --stall equal to --seconds (the
+    // defaults) it never did (4,096 threads on futex waited 5.7 s, and the
+    // run read ok).
+    if let Some(stalled) = waited_past_the_stall(Duration::from_nanos(arena.longest_wait.load(Relaxed)), config.stall) {
+        arena.fail(stalled);
+    }
     let counts: Vec<u64> = per_thread.iter().map(|a| a.load(Relaxed)).collect();
     let acquisitions: u64 = counts.iter().sum();
     let (min, max) = (counts.iter().copied().min().unwrap_or(0), counts.iter().copied().max().unwrap_or(0));
@@ -443,9 +451,36 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
     }
 }
 
+/// The violation of a wait for the lock longer than the stall bound.
+fn waited_past_the_stall(longest_wait: Duration, stall: Duration) -> Option<String> {
+    (longest_wait > stall).then(|| {
+        format!(
+            "no progress: a thread waited {:.3} s for the lock, longer than the stall bound {:.3} s (starvation, a lost wake-up or a deadlock)",
+            longest_wait.as_secs_f64(),
+            stall.as_secs_f64()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_longer_than_the_stall_bound_fails_the_run() {
+        assert_eq!(waited_past_the_stall(Duration::from_secs(5), Duration::from_secs(5)), None);
+        let violation = waited_past_the_stall(Duration::from_millis(5_717), Duration::from_secs(5)).unwrap();
+        assert!(violation.starts_with("no progress: a thread waited 5.717 s"), "{violation}");
+        // Through a run: with a bound of a microsecond, some wait exceeds it.
+        let outcome = run(&Config {
+            subject: Subject::Ours(Algorithm::Futex),
+            threads: 4,
+            duration: Duration::from_millis(100),
+            seed: 7,
+            stall: Duration::from_micros(1),
+        });
+        assert!(outcome.violation.as_deref().is_some_and(|v| v.starts_with("no progress")), "{outcome:?}");
+    }
 
     fn quick(subject: Subject, seed: u64) -> Outcome {
         run(&Config { subject, threads: 4, duration: Duration::from_millis(300), seed, stall: Duration::from_secs(5) })

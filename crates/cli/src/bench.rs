@@ -91,10 +91,18 @@ pub fn validate(o: &Options) -> Result<(), String> {
             return Err(format!("--fs {}: not a directory", fs.display()));
         }
     }
-    if let (Some(t), Some(threads)) = (o.histogram_threads, &o.threads) {
-        if !threads.contains(&t) {
-            return Err(format!("--histogram-threads {t} is not one of --threads"));
+    if let Some(t) = o.histogram_threads {
+        if o.plot_histogram.is_none() {
+            return Err("--histogram-threads chooses what --plot-histogram draws: give --plot-histogram FILE too".into());
         }
+        let threads = workload_threads(o);
+        if !threads.contains(&t) {
+            let list: Vec<String> = threads.iter().map(usize::to_string).collect();
+            return Err(format!("--histogram-threads {t} is not one of the thread counts run ({})", list.join(",")));
+        }
+    }
+    if o.fs.is_some() && o.locks.is_some() {
+        return Err("--locks does not apply with --fs (the kernel's locks are measured, not ours)".into());
     }
     Ok(())
 }
@@ -119,6 +127,7 @@ fn reject(o: &Options, options: &[&str], why: &str) -> Result<(), String> {
 }
 
 pub fn run(o: Options) -> Result<(), String> {
+    let threads = workload_threads(&o);
     let workload = match o.workload {
         WorkloadName::Duty => Workload::Duty,
         WorkloadName::Sem => Workload::Sem,
@@ -130,7 +139,7 @@ pub fn run(o: Options) -> Result<(), String> {
     let experiment = Experiment {
         workload,
         locks: o.locks.unwrap_or_else(|| LockKind::ours().chain(LockKind::PEERS).collect()),
-        threads: o.threads.unwrap_or_else(|| if o.quick { vec![1, 4] } else { vec![1, 2, 4, 8, 16, 64, 256] }),
+        threads,
         periods_ns: o.periods.unwrap_or_else(|| if o.quick { vec![1000] } else { vec![1000, 10000] }),
         duties_pct: o.duties.unwrap_or_else(|| if o.quick { vec![8] } else { vec![1, 8, 32] }),
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
@@ -147,6 +156,12 @@ pub fn run(o: Options) -> Result<(), String> {
     )?;
     emit(&text, o.output.as_deref())?;
     draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+}
+
+/// The thread counts of a duty, sem or dir run: --threads, or the
+/// defaults (fewer with --quick).
+fn workload_threads(o: &Options) -> Vec<usize> {
+    o.threads.clone().unwrap_or_else(|| if o.quick { vec![1, 4] } else { vec![1, 2, 4, 8, 16, 64, 256] })
 }
 
 /// `lockmeter bench pair`: the uncontended pair, every lock in rotating

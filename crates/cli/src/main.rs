@@ -339,7 +339,7 @@ enum Command {
     ///   lockmeter torture --lock busted --seconds 5        (must fail)
     #[command(verbatim_doc_comment)]
     Torture {
-        /// Locks: algorithms, all, or busted [default: all].
+        /// Locks: algorithms, all, or busted.
         #[arg(long, default_value = "all", value_parser = torture::subjects)]
         lock: std::vec::Vec<lockmeter_bench::torture::Subject>,
         /// Writer thread counts, comma-separated.
@@ -352,7 +352,8 @@ enum Command {
         /// run prints it.
         #[arg(long)]
         seed: Option<u64>,
-        /// A thread without progress this long fails the run.
+        /// A thread without progress this long, or waiting this long for a
+        /// lock, fails the run.
         #[arg(long, default_value = "5s", value_parser = args::positive_duration)]
         stall: std::time::Duration,
         /// Output format.

@@ -20,6 +20,13 @@ pub fn subjects(text: &str) -> Result<Vec<Subject>, String> {
     if out.is_empty() {
         return Err("no lock given".into());
     }
+    // Each once, in the order first named (as --threads keeps its counts).
+    let mut seen = Vec::new();
+    out.retain(|subject| {
+        let first = !seen.contains(subject);
+        seen.push(*subject);
+        first
+    });
     Ok(out)
 }
 
@@ -100,4 +107,16 @@ pub fn torture(options: &Options) -> Result<bool, String> {
         );
     }
     Ok(clean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_lock_is_tortured_once_in_the_order_first_named() {
+        let named = subjects("mcs,adaptive,mcs,all").unwrap();
+        assert_eq!(named.len(), Algorithm::ALL.len());
+        assert_eq!(named[..2], [Subject::Ours(Algorithm::Mcs), Subject::Ours(Algorithm::Adaptive)]);
+    }
 }

@@ -306,7 +306,11 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
         (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "does not exist"),
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
-        (vec!["bench", "duty", "--threads", "2", "--histogram-threads", "4"], "not one of --threads"),
+        (vec!["bench", "duty", "--threads", "2", "--plot-histogram", "h.svg", "--histogram-threads", "4"], "not one of the thread counts run (2)"),
+        // Against the default counts too, before the run, not after it.
+        (vec!["bench", "sem", "--quick", "--plot-histogram", "h.svg", "--histogram-threads", "3"], "not one of the thread counts run (1,4)"),
+        (vec!["bench", "duty", "--histogram-threads", "4"], "give --plot-histogram FILE too"),
+        (vec!["bench", "dir", "--fs", "/tmp", "--locks", "adaptive"], "--locks does not apply with --fs"),
         (vec!["bench", "pair", "--threads", "2"], "--threads does not apply to the pair workload"),
         (vec!["bench", "pair", "--plot", "pair.svg"], "--plot does not apply to the pair workload"),
         (vec!["bench", "pair", "--pin"], "--pin does not apply to the pair workload"),
