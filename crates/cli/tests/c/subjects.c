@@ -89,6 +89,27 @@ static int timedwait(void) {
     return 0;
 }
 
+/* periodic: one thread takes periodic_lock 1,048,576 times, and holds it
+ * 20 us every 1,024th time (a period that is a multiple of the profiler's
+ * 1 in 16 sample); prints the long holds' total and the loop's wall time
+ * (ns), which bounds the short holds' total. */
+pthread_mutex_t periodic_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int periodic(void) {
+    long long long_ns = 0, loop_start = now_ns();
+    for (int i = 1; i <= 1 << 20; i++) {
+        pthread_mutex_lock(&periodic_lock);
+        if (i % 1024 == 0) {
+            long long start = now_ns();
+            while (now_ns() - start < 20000) {}
+            long_ns += now_ns() - start;
+        }
+        pthread_mutex_unlock(&periodic_lock);
+    }
+    printf("%lld %lld\n", long_ns, now_ns() - loop_start);
+    return 0;
+}
+
 /* trylock: 137 trylocks of a held lock fail, then one succeeds. */
 pthread_mutex_t reject_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -412,6 +433,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "hold")) return hold();
     if (!strcmp(mode, "xunlock")) return xunlock();
+    if (!strcmp(mode, "periodic")) return periodic();
     if (!strcmp(mode, "timedwait")) return timedwait();
     if (!strcmp(mode, "trylock")) return trylock();
     if (!strcmp(mode, "heap")) return heap();

@@ -190,6 +190,36 @@ pub enum Acquired {
     CondReacquire,
 }
 
+thread_local! {
+    /// The state of this thread's draws of which holds to time (0: not
+    /// seeded yet). In TLS rather than in the thread's block: a larger
+    /// block moved jemalloc's allocation of it into a path that takes a
+    /// pthread mutex, and claiming a block from inside its own allocation
+    /// recursed.
+    static SAMPLE_STATE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Whether the hold beginning now is one of the 1 in `HOLD_SAMPLE` timed
+/// for the estimate: a random draw (xorshift), independent of what the
+/// program does. A fixed turn (every 16th hold of a site) read a program
+/// that holds long every 1,024th time as holding long every time it was
+/// sampled, or never (UTIL 87% where it was at most 15%).
+#[inline(always)]
+fn in_the_sample() -> bool {
+    SAMPLE_STATE.with(|state| {
+        let mut x = state.get();
+        if x == 0 {
+            // Seeded from the variable's address: different by thread.
+            x = (std::ptr::from_ref(state) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        (x >> 32) % HOLD_SAMPLE == 0
+    })
+}
+
 /// One in this many short holds is timed.
 pub const HOLD_SAMPLE: u64 = 16;
 /// A hold at least this long (about 5 us) makes the next hold timed too.
@@ -329,9 +359,8 @@ impl Profiler {
         }
         count_wait(side, Some(&mine.hist), how);
         let site = self.cached_site(index, mine, pc);
-        // The turn in the sample is counted per call site: counted per
-        // lock, a loop taking the lock at line A then at line B sampled
-        // only A's holds, and B's, 90% of the time held, read as none.
+        // Counted per call site: counted per lock, a loop taking the lock
+        // at line A then at line B sampled only A's first hold.
         let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
             count_wait(&site.counters, None, how);
@@ -340,9 +369,11 @@ impl Profiler {
         mine.holder_site.store(site, Relaxed);
         mine.holding.store(1, Relaxed);
         // Holds after a wait or a long hold are timed whatever their turn;
-        // the others 1 in HOLD_SAMPLE of each site's.
+        // so is a site's first (a rare long hold is seen at least once);
+        // the others 1 in HOLD_SAMPLE, drawn at random (a fixed turn, every
+        // 16th, aliased with the program's own periods).
         let always = now.is_some() || mine.long_holds.load(Relaxed) != 0;
-        let sampled = !always && turn % HOLD_SAMPLE == 1;
+        let sampled = !always && (turn == 1 || in_the_sample());
         if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
             return;
@@ -433,7 +464,7 @@ impl Profiler {
         let side = &mine.sides[SHARED];
         count_wait(side, Some(&mine.hist), how);
         let site = self.cached_site(index, mine, pc);
-        // Sampled per call site, as exclusive holds are.
+        // Sampled as exclusive holds are.
         let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
             count_wait(&site.counters, None, how);
@@ -449,7 +480,7 @@ impl Profiler {
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
             let always = side.contended.get() != 0;
-            let sampled = !always && turn % HOLD_SAMPLE == 1;
+            let sampled = !always && (turn == 1 || in_the_sample());
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
