@@ -9,9 +9,11 @@ use std::time::Duration;
 #[derive(clap::Subcommand)]
 pub enum Action {
     /// Load the program for every thread of the system and pin its table
-    /// (idempotent: a second enable only updates the group).
+    /// (idempotent: a second enable only sets the group given, and keeps
+    /// the table's group without --group; --group root takes it back).
     Enable {
-        /// Group allowed to map the table besides root (default: root only).
+        /// Group allowed to map the table besides root (default: root only,
+        /// or the group it has when already loaded).
         #[arg(long, value_name = "NAME")]
         group: Option<String>,
     },
@@ -69,7 +71,12 @@ pub fn main(action: Action) -> ExitCode {
                 Ok(Enabled::AlreadyLoaded) => println!("on-CPU table already loaded at {PINNED_TABLE}"),
                 Err(e) => return fail(e.to_string(), 1),
             }
-            println!("readable and writable by root and group {}", group_name(gid.unwrap_or(0)));
+            // The group it has now (kept from before without --group).
+            let gid = {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(PINNED_TABLE).map_or(gid.unwrap_or(0), |m| m.gid())
+            };
+            println!("readable and writable by root and group {}", group_name(gid));
             ExitCode::SUCCESS
         }
         Action::Disable => match loader::disable() {
@@ -119,6 +126,11 @@ fn status(sample: Duration) -> ExitCode {
         );
     }
     let usable = match Table::open_pinned(Path::new(PINNED_TABLE)) {
+        Ok(_) if s.detached => {
+            // Root sees the link gone: nothing writes the table.
+            println!("this user: can map it, but no program writes it (its link is gone): `lockmeter oncpu disable`, then enable");
+            false
+        }
         Ok(_) => {
             println!("this user: can map it; adaptive locks here use it");
             true

@@ -56,10 +56,23 @@ fn enable_status_disable_through_the_command_line() {
     assert_eq!(String::from_utf8_lossy(&bad_group.stderr).lines().count(), 1, "{}", text(&bad_group));
     assert!(!Path::new(PIN_DIR).exists(), "a refused enable loads nothing");
 
-    let enabled = lockmeter(&["oncpu", "enable", "--group", "root"]);
-    assert!(enabled.status.success(), "{}", text(&enabled));
+    // Two enables at once: both succeed and the table is loaded (each
+    // used to clear the other's half-made pins, one exiting 0 with
+    // nothing loaded).
+    let racing: Vec<_> = (0..2)
+        .map(|_| Command::new(env!("CARGO_BIN_EXE_lockmeter")).args(["oncpu", "enable", "--group", "daemon"]).spawn().unwrap())
+        .collect();
+    for mut enable in racing {
+        assert!(enable.wait().unwrap().success());
+    }
+    let loaded = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+    assert_eq!(loaded.status.code(), Some(0), "{}", text(&loaded));
+    // Without --group, the group it has is kept, and said.
     let again = lockmeter(&["oncpu", "enable"]);
     assert!(again.status.success() && text(&again).contains("already loaded"), "{}", text(&again));
+    assert!(text(&again).contains("group daemon"), "{}", text(&again));
+    let enabled = lockmeter(&["oncpu", "enable", "--group", "root"]);
+    assert!(enabled.status.success() && text(&enabled).contains("group root"), "{}", text(&enabled));
 
     let status = lockmeter(&["oncpu", "status", "--sample", "200ms"]);
     let shown = text(&status);
@@ -68,6 +81,13 @@ fn enable_status_disable_through_the_command_line() {
     assert!(shown.contains("mode 0660"), "{shown}");
     assert!(shown.contains("ns per run"), "{shown}");
     assert!(shown.contains("this user: can map it"), "{shown}");
+
+    // The link gone (the program detached), a table still pinned is not
+    // in use, and status says so.
+    std::fs::remove_file(Path::new(PIN_DIR).join("oncpu_link")).unwrap();
+    let detached = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+    assert_eq!(detached.status.code(), Some(1), "{}", text(&detached));
+    assert!(text(&detached).contains("no program writes it"), "{}", text(&detached));
 
     let disabled = lockmeter(&["oncpu", "disable"]);
     assert!(disabled.status.success() && text(&disabled).contains("unpinned"), "{}", text(&disabled));

@@ -23,12 +23,20 @@ pub struct LoadError {
     doing: &'static str,
     cause: String,
     permission: bool,
+    /// What the step refused needs.
+    needs: &'static str,
 }
+
+/// What loading, attaching and mapping the program need.
+const BPF_PRIVILEGE: &str = "the on-CPU table needs CAP_BPF and CAP_PERFMON, or root";
+/// What the pin directory's steps need (creating it under /run, mounting
+/// a BPF filesystem, removing pins).
+const ROOT_PRIVILEGE: &str = "enable and disable need root: they mount a BPF filesystem at /run/lockmeter";
 
 impl LoadError {
     fn new(doing: &'static str, cause: impl fmt::Display, errno: Option<i32>) -> Self {
         let permission = matches!(errno, Some(libc::EPERM) | Some(libc::EACCES));
-        LoadError { doing, cause: cause.to_string(), permission }
+        LoadError { doing, cause: cause.to_string(), permission, needs: BPF_PRIVILEGE }
     }
 
     fn bpf(doing: &'static str, e: libbpf_rs::Error) -> Self {
@@ -46,7 +54,7 @@ impl LoadError {
 
     fn io(doing: &'static str, e: io::Error) -> Self {
         let errno = e.raw_os_error();
-        LoadError::new(doing, e, errno)
+        LoadError { needs: ROOT_PRIVILEGE, ..LoadError::new(doing, e, errno) }
     }
 
     /// Whether the failure is a missing privilege.
@@ -59,7 +67,7 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.doing, self.cause)?;
         if self.permission {
-            write!(f, " (the on-CPU table needs CAP_BPF and CAP_PERFMON, or root)")?;
+            write!(f, " ({})", self.needs)?;
         }
         Ok(())
     }
@@ -207,6 +215,7 @@ pub enum Enabled {
 /// and the table 0660, owned by root and `group` (mapping needs a writable
 /// descriptor; nothing is ever world-accessible), the link 0600. Idempotent.
 pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
+    let _serialised = PinDirLock::take()?;
     quiet_libbpf();
     check_pid_namespace()?;
     if open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists() {
@@ -222,7 +231,7 @@ pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
     let mut loaded = Loaded::load()?;
     loaded.record_only(0)?;
     // A half-made state (a crash between pins): clear it first.
-    disable()?;
+    disable_locked()?;
     mount_pin_dir()?;
     let pinned = (|| {
         let mut link = loaded.attach()?;
@@ -236,10 +245,30 @@ pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
         set_permissions(group)
     })();
     if let Err(e) = pinned {
-        let _ = disable();
+        let _ = disable_locked();
         return Err(e);
     }
     Ok(Enabled::Loaded)
+}
+
+/// An exclusive lock on /run held by enable and disable: two at once (a
+/// boot script and an admin) each cleared the other's half-made pins, and
+/// one could exit 0 with nothing loaded. A lock on the directory itself
+/// leaves no file behind.
+struct PinDirLock {
+    /// Held, not read: closing it releases the lock.
+    _run: fs::File,
+}
+
+impl PinDirLock {
+    fn take() -> Result<PinDirLock, LoadError> {
+        let run = fs::File::open("/run").map_err(|e| LoadError::io("opening /run to serialise enable and disable", e))?;
+        // SAFETY: flock on a descriptor we own; released when it closes.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&run), libc::LOCK_EX) } != 0 {
+            return Err(LoadError::io("locking /run to serialise enable and disable", io::Error::last_os_error()));
+        }
+        Ok(PinDirLock { _run: run })
+    }
 }
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
@@ -290,6 +319,12 @@ fn set_permissions(group: Option<u32>) -> Result<(), LoadError> {
 /// "running"), removes the pins and unmounts PIN_DIR. Returns whether
 /// anything was loaded; nothing loaded is not an error.
 pub fn disable() -> Result<bool, LoadError> {
+    let _serialised = PinDirLock::take()?;
+    disable_locked()
+}
+
+/// [`disable`], the lock on /run held.
+fn disable_locked() -> Result<bool, LoadError> {
     quiet_libbpf();
     // A tracing link cannot be detached on request (EOPNOTSUPP): it goes
     // when its last reference, the pin, does. Note the program first, to
@@ -405,6 +440,9 @@ pub struct Status {
     pub users: Vec<(u32, String)>,
     /// The pinned table's owner group and mode.
     pub access: Option<(u32, u32)>,
+    /// The table is pinned but its program's link is known to be gone
+    /// (seen by a user who can read the pin directory): nothing writes it.
+    pub detached: bool,
 }
 
 /// The program's run rate and cost over a sampling interval.
@@ -423,7 +461,7 @@ pub struct RunSample {
 /// sampling).
 pub fn status(sample_for: Duration) -> Status {
     let mut status =
-        Status { loaded: false, reason: None, program_id: None, table_id: None, sample: None, users: Vec::new(), access: None };
+        Status { loaded: false, reason: None, program_id: None, table_id: None, sample: None, users: Vec::new(), access: None, detached: false };
     quiet_libbpf();
     match open_pinned_link().ok_or(()) {
         Ok(link) => match libbpf_rs::query::LinkInfo::from_fd(link.as_fd()) {
@@ -444,6 +482,10 @@ pub fn status(sample_for: Duration) -> Status {
                 }
                 _ if Path::new(PINNED_LINK).exists() => {
                     format!("pinned at {PINNED_TABLE} (whether its program is attached takes CAP_BPF or root to tell)")
+                }
+                _ if Path::new(PINNED_TABLE).exists() => {
+                    status.detached = true;
+                    format!("not loaded: {PINNED_TABLE} is pinned, but its program's link is gone")
                 }
                 _ => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
             });
