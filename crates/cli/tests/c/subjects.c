@@ -110,6 +110,11 @@ static int periodic(void) {
     return 0;
 }
 
+static void *idle_thread(void *arg) {
+    sleep_ms(10000);
+    return arg;
+}
+
 /* trylock: 137 trylocks of a held lock fail, then one succeeds. */
 pthread_mutex_t reject_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -456,6 +461,22 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
+    if (!strcmp(mode, "linger_crowded")) {
+        /* as linger, with 20,000 locks used (a profile that takes a while
+         * to write) and three more threads idle beside main */
+        static pthread_mutex_t many_locks[20000];
+        pthread_t idle;
+        for (int i = 0; i < 20000; i++) {
+            pthread_mutex_init(&many_locks[i], NULL);
+            pthread_mutex_lock(&many_locks[i]);
+            pthread_mutex_unlock(&many_locks[i]);
+        }
+        for (int i = 0; i < 3; i++) pthread_create(&idle, NULL, idle_thread, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        sleep_ms(10000);
+        return 0;
+    }
     if (!strcmp(mode, "linger")) {
         /* takes the lock again, says so, and waits 10 s for a signal */
         pthread_mutex_lock(&status_lock);

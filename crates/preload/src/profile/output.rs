@@ -105,6 +105,8 @@ static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 /// The thread writing the profile now, or 0.
 static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
+/// The final profile is written (set after FINISHED, by its writer).
+static FINAL_WRITTEN: AtomicBool = AtomicBool::new(false);
 static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 fn pid() -> u32 {
@@ -131,6 +133,7 @@ extern "C" fn at_exit() {
 
 extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
+    FINAL_WRITTEN.store(false, Relaxed);
     WRITER.store(0, Relaxed);
     OWNER_PID.store(pid(), Relaxed);
     super::restart_in_child();
@@ -156,6 +159,15 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         _ => "signal",
     };
     write_final(&format!("signal {name}"));
+    // Another thread may be writing the final profile (a second signal
+    // sent to the process lands in any thread, and its own write returns
+    // at once): dying now would cut that write short (2 of 3 profiles
+    // lost with three threads). Wait for it; the watchdog bounds the wait.
+    while FINISHED.load(Acquire) && !FINAL_WRITTEN.load(Acquire) && OWNER_PID.load(Relaxed) == pid() {
+        let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        // SAFETY: nanosleep is async-signal-safe; `pause` lives on the stack.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
     // Die of the signal. A fault's handler was installed with
     // SA_RESETHAND and SA_NODEFER: the default action applies and raise
     // delivers it at once. An ending signal is blocked while its handler
@@ -287,6 +299,18 @@ pub fn arm(settings: Settings) {
 }
 
 fn periodic_dumps() {
+    // The program's signals are not this thread's business: a program that
+    // blocks TERM in its threads and takes it with sigwait would have it
+    // delivered here instead, and die without its own shutdown.
+    // SAFETY: a mask built with the sigset functions, for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in ENDING_SIGNALS {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
     let interval = SETTINGS.get().and_then(|s| s.interval);
     let mut next = std::time::Instant::now() + interval.unwrap_or(Duration::MAX / 4);
     loop {
@@ -317,6 +341,7 @@ fn write_final(reason: &str) {
         return;
     }
     write_profile_as(reason, true);
+    FINAL_WRITTEN.store(true, Release);
 }
 
 fn output_path(template: &str) -> String {
