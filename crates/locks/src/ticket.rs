@@ -223,7 +223,7 @@ impl<R: Recorder> RawTicket<R> {
     #[cold]
     pub fn wait(&self, wait: Wait) {
         match wait.turn {
-            Some(ticket) => self.wait_for_turn(ticket),
+            Some(ticket) => self.wait_for_turn(ticket, None),
             None => {
                 let start = record::wait_start::<R>();
                 let slept_at_gate = !self.admitted() && self.wait_at_gate();
@@ -245,7 +245,7 @@ impl<R: Recorder> RawTicket<R> {
             }
             return;
         }
-        self.wait_for_turn(ticket);
+        self.wait_for_turn(ticket, gate_wait_start);
     }
 
     /// Acquires the lock if nobody holds or waits for it.
@@ -268,14 +268,17 @@ impl<R: Recorder> RawTicket<R> {
         ok
     }
 
+    /// Waits for `ticket`'s turn. `gate_wait_start`: when this thread began
+    /// waiting at the gate, if it slept there: the wait is timed from then,
+    /// and recorded as a sleep however the turn is then waited for.
     #[cold]
-    fn wait_for_turn(&self, ticket: u32) {
-        let start = record::wait_start::<R>();
+    fn wait_for_turn(&self, ticket: u32, gate_wait_start: Option<u64>) {
+        let start = gate_wait_start.unwrap_or_else(record::wait_start::<R>);
         let cap = if running_in_guest() { MAX_DELAY_IN_GUEST } else { MAX_DELAY_BARE_METAL };
         let mut factor = self.delay_factor.load(Ordering::Relaxed).clamp(1, cap);
         let park_after = clock::ns_to_cycles(PARK_AFTER_NS);
         let mut budget = SpinBudget::new(park_after);
-        let mut slept = false;
+        let mut slept = gate_wait_start.is_some();
         // Joined beyond the window (newcomers took the fast path while the
         // line filled up): mark the line full, so that the next ones look
         // at it and wait at the gate instead.
@@ -821,12 +824,10 @@ mod tests {
         fn releasing(&self) {}
     }
 
-    /// A thread that slept at the gate and whose ticket is then served at
-    /// once has still waited, asleep: it is recorded as a sleep, not as an
-    /// acquisition that never waited (the profile of a served program
-    /// counted such waits as neither spin nor sleep).
-    #[test]
-    fn a_turn_served_at_once_after_the_gate_is_recorded_as_a_sleep() {
+    /// A full line, a newcomer locking it asleep at the gate, then `admit`
+    /// (given the lock and the tickets out) serving the line; returns how
+    /// the newcomer's acquisition was recorded.
+    fn newcomer_from_the_gate(admit: impl FnOnce(&RawTicket<LastKind>, u32)) -> u32 {
         let lock = Arc::new(RawTicket::<LastKind>::new());
         let full = fill_the_line(&lock);
         let newcomer = {
@@ -834,11 +835,39 @@ mod tests {
             std::thread::spawn(move || lock.lock())
         };
         until_a_thread_is_at_the_gate(&lock);
-        for _ in 0..full {
-            unsafe { lock.unlock() };
-        }
+        admit(&lock, full);
         newcomer.join().unwrap();
-        assert_eq!(lock.recorder().0.load(Ordering::Relaxed), AcquireKind::Sleep as u32 + 1);
+        lock.recorder().0.load(Ordering::Relaxed)
+    }
+
+    /// A thread that slept at the gate has waited, asleep, however its turn
+    /// then comes: served at once (it was recorded as an acquisition that
+    /// never waited, which the profile of a served program counted as
+    /// neither spin nor sleep), or after a wait in line (which started a
+    /// new wait, recorded as a spin).
+    #[test]
+    fn a_turn_after_the_gate_is_recorded_as_a_sleep() {
+        let served_at_once = newcomer_from_the_gate(|lock, full| {
+            for _ in 0..full {
+                unsafe { lock.unlock() };
+            }
+        });
+        assert_eq!(served_at_once, AcquireKind::Sleep as u32 + 1);
+        let waited_in_line = newcomer_from_the_gate(|lock, full| {
+            // Room in the line, but tickets still ahead of the newcomer's.
+            for _ in 0..full - spin_window() {
+                unsafe { lock.unlock() };
+            }
+            let start = Instant::now();
+            while lock.next_ticket.load(Ordering::Relaxed) == full {
+                assert!(start.elapsed() < Duration::from_secs(5), "the newcomer took no ticket");
+                std::thread::yield_now();
+            }
+            for _ in 0..spin_window() {
+                unsafe { lock.unlock() };
+            }
+        });
+        assert_eq!(waited_in_line, AcquireKind::Sleep as u32 + 1);
     }
 
     /// A closer that finds the closer count full closes the gate uncounted:
