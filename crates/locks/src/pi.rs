@@ -162,9 +162,9 @@ impl<R: Recorder> RawPi<R> {
     /// Releases the lock if the calling thread holds it, as glibc's PI
     /// mutex does; returns false, leaving the lock held, if another thread
     /// does (the kernel hands a PI lock over only from its owner, so
-    /// `pthread_mutex_unlock` returns EPERM there). In a child of `fork`, a
-    /// word naming a parent thread (held as the process forked, by the
-    /// thread that forked) is released by any thread of the child.
+    /// `pthread_mutex_unlock` returns EPERM there). In a child of `fork`,
+    /// the thread that forked releases what it held as it forked (the word
+    /// still names its parent-side id, which the kernel does not know).
     ///
     /// # Safety
     /// No thread may release the lock while another holds it on the
@@ -189,7 +189,7 @@ impl<R: Recorder> RawPi<R> {
         }
         let word = self.word.load(Ordering::Relaxed);
         let owner = word & libc::FUTEX_TID_MASK;
-        if owner != 0 && crate::sync::forked() && !crate::sync::is_thread_of_this_process(owner) {
+        if owner != 0 && crate::sync::forked_from() == Some(owner) {
             // The child has no kernel state for this word (its futexes
             // are its own memory's), and no waiter of the parent is here.
             return self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_ok();
@@ -300,8 +300,9 @@ mod tests {
 
     /// In a child of `fork`, the lock the forking thread held names its
     /// parent-side id, which the kernel does not know as the child's: the
-    /// child releases it in userspace and can lock it again. A lock held
-    /// by another parent thread stays held: a timed lock times out.
+    /// thread releases it in userspace and can lock it again. A lock held
+    /// by another parent thread stays held: a timed lock times out, and a
+    /// release is refused (EPERM to a C caller).
     #[test]
     fn a_child_of_fork_releases_what_the_forking_thread_held() {
         let held_here = RawPi::<NoStats>::new();
@@ -325,7 +326,9 @@ mod tests {
             let released = unsafe { held_here.release() };
             let relocked = released && held_here.lock_until(Instant::now() + Duration::from_secs(1));
             let elsewhere_times_out = !held_elsewhere.lock_until(Instant::now() + Duration::from_millis(20));
-            released && relocked && elsewhere_times_out
+            // SAFETY: a release the lock refuses: another thread holds it.
+            let elsewhere_kept = !unsafe { held_elsewhere.release() };
+            released && relocked && elsewhere_times_out && elsewhere_kept
         });
         done_tx.send(()).unwrap();
         holder.join().unwrap();

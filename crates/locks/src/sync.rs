@@ -253,16 +253,43 @@ pub fn forked() -> bool {
 fn register_fork_handler() {
     use std::sync::Once;
     static REGISTER: Once = Once::new();
+    extern "C" fn before_fork() {
+        // Runs in the thread about to fork; the child's copy of this
+        // thread's memory keeps it (see `forked_from`).
+        let _ = FORKING_AS.try_with(|t| t.set(kernel_tid()));
+    }
     extern "C" fn in_child() {
         // Runs in the thread that called fork: the child's only thread.
         let _ = TID.try_with(|t| t.set(0));
         FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     REGISTER.call_once(|| {
-        // SAFETY: registers a plain function that only touches a
-        // thread-local cell of the calling thread.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        // SAFETY: registers plain functions that only touch thread-local
+        // cells of the calling thread.
+        unsafe { libc::pthread_atfork(Some(before_fork), None, Some(in_child)) };
     });
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// The id this thread had as it last forked (0 if it never did).
+    static FORKING_AS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// In a child of `fork`, called by the thread that forked: the id it had
+/// in the parent, which the locks it held as it forked still name. None
+/// in any other thread, or outside a child.
+#[cfg(not(loom))]
+pub fn forked_from() -> Option<u32> {
+    if !forked() {
+        return None;
+    }
+    FORKING_AS.try_with(std::cell::Cell::get).ok().filter(|&tid| tid != 0)
+}
+
+#[cfg(loom)]
+pub fn forked_from() -> Option<u32> {
+    None
 }
 
 /// Whether kernel thread `tid` belongs to this process. In a child of
