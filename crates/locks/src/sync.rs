@@ -287,10 +287,6 @@ pub fn forked_from() -> Option<u32> {
     FORKING_AS.try_with(std::cell::Cell::get).ok().filter(|&tid| tid != 0)
 }
 
-#[cfg(loom)]
-pub fn forked_from() -> Option<u32> {
-    None
-}
 
 /// Whether kernel thread `tid` belongs to this process. In a child of
 /// `fork` a lock may still name a parent thread, which does not exist
