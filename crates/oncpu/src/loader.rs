@@ -355,9 +355,12 @@ fn disable_locked() -> Result<bool, LoadError> {
         }
         found = true;
     }
+    // The directory goes too; it is not a sign that anything was loaded
+    // (an empty one is left by a failed mount), and one holding files
+    // that are not the table's is left as it is: they are not ours.
     match fs::remove_dir(PIN_DIR) {
-        Ok(()) => found = true,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::DirectoryNotEmpty => {}
         Err(e) => return Err(LoadError::io("removing /run/lockmeter", e)),
     }
     Ok(found)
