@@ -107,6 +107,8 @@ static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
 /// The final profile is written (set after FINISHED, by its writer).
 static FINAL_WRITTEN: AtomicBool = AtomicBool::new(false);
+/// The kernel id of the thread writing the final profile, 0 until one is.
+static FINAL_WRITER: AtomicU32 = AtomicU32::new(0);
 static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 fn pid() -> u32 {
@@ -134,6 +136,7 @@ extern "C" fn at_exit() {
 extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
     FINAL_WRITTEN.store(false, Relaxed);
+    FINAL_WRITER.store(0, Relaxed);
     WRITER.store(0, Relaxed);
     OWNER_PID.store(pid(), Relaxed);
     super::restart_in_child();
@@ -159,11 +162,23 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         _ => "signal",
     };
     write_final(&format!("signal {name}"));
-    // Another thread may be writing the final profile (a second signal
-    // sent to the process lands in any thread, and its own write returns
-    // at once): dying now would cut that write short (2 of 3 profiles
-    // lost with three threads). Wait for it; the watchdog bounds the wait.
-    while FINISHED.load(Acquire) && !FINAL_WRITTEN.load(Acquire) && OWNER_PID.load(Relaxed) == pid() {
+    // Another thread may be writing the final profile (a second ending
+    // signal sent to the process lands in any thread, and its own write
+    // returns at once): dying now would cut that write short (2 of 3
+    // profiles lost with three threads). An ending signal waits for it;
+    // the watchdog bounds the wait. Not a fault (the program must die of
+    // it, not finish its exit meanwhile and report success), and not in
+    // the writing thread itself (interrupted in its own write, at exit
+    // or by a fault, it would wait for itself).
+    let ending = ENDING_SIGNALS.contains(&signal);
+    // SAFETY: gettid is async-signal-safe.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    while ending
+        && FINISHED.load(Acquire)
+        && !FINAL_WRITTEN.load(Acquire)
+        && FINAL_WRITER.load(Acquire) != me
+        && OWNER_PID.load(Relaxed) == pid()
+    {
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
         // SAFETY: nanosleep is async-signal-safe; `pause` lives on the stack.
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
@@ -198,7 +213,11 @@ const ENDING_SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIG
 static DYING_OF: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 fn arm_dying_watchdog(signal: libc::c_int) {
-    DYING_OF.store(signal, Relaxed);
+    // Armed once: each later signal re-arming it pushed the deadline back,
+    // and a second ^C lengthened the wait instead of ending it.
+    if DYING_OF.compare_exchange(0, signal, Relaxed, Relaxed).is_err() {
+        return;
+    }
     let seconds = SETTINGS.get().map_or(DYING_WRITE, |s| s.dying_write).as_secs_f64().ceil().max(1.0);
     // SAFETY: sigaction with valid pointers and alarm are async-signal-safe.
     unsafe {
@@ -340,6 +359,8 @@ fn write_final(reason: &str) {
     if OWNER_PID.load(Relaxed) != pid() || FINISHED.swap(true, AcqRel) {
         return;
     }
+    // SAFETY: gettid has no preconditions.
+    FINAL_WRITER.store(unsafe { libc::syscall(libc::SYS_gettid) } as u32, Release);
     write_profile_as(reason, true);
     FINAL_WRITTEN.store(true, Release);
 }
