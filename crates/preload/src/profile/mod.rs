@@ -368,12 +368,14 @@ impl Profiler {
         }
         mine.holder_site.store(site, Relaxed);
         mine.holding.store(1, Relaxed);
-        // Holds after a wait or a long hold are timed whatever their turn;
-        // so is a site's first (a rare long hold is seen at least once);
-        // the others 1 in HOLD_SAMPLE, drawn at random (a fixed turn, every
-        // 16th, aliased with the program's own periods).
-        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0;
-        let sampled = !always && (turn == 1 || in_the_sample());
+        // Holds after a wait or a long hold are timed whatever their turn,
+        // and count as themselves; so does a site's first (a rare long hold
+        // is seen at least once; scaled as a draw, a first hold of 1 ms
+        // before 160 short ones read as 16 ms); the others 1 in
+        // HOLD_SAMPLE, drawn at random (a fixed turn, every 16th, aliased
+        // with the program's own periods).
+        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0 || turn == 1;
+        let sampled = !always && in_the_sample();
         if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
             return;
@@ -479,8 +481,8 @@ impl Profiler {
         let open = mine.reads_open.load(Relaxed);
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
-            let always = side.contended.get() != 0;
-            let sampled = !always && (turn == 1 || in_the_sample());
+            let always = side.contended.get() != 0 || turn == 1;
+            let sampled = !always && in_the_sample();
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
