@@ -189,7 +189,7 @@ impl<R: Recorder> RawPi<R> {
         }
         let word = self.word.load(Ordering::Relaxed);
         let owner = word & libc::FUTEX_TID_MASK;
-        if owner != 0 && crate::sync::forked_from() == Some(owner) {
+        if crate::sync::was_me_before_fork(owner) {
             // The child has no kernel state for this word (its futexes
             // are its own memory's), and no waiter of the parent is here.
             return self.word.compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed).is_ok();
@@ -322,8 +322,12 @@ mod tests {
         };
         taken.recv().unwrap();
         let child_passed = crate::sync::in_forked_child(|| {
+            // Forked again, the grandchild's thread too releases what its
+            // grandparent-side self held, and so does the child after it.
+            // SAFETY: held by this thread's grandparent-side self.
+            let grandchild_released = crate::sync::in_forked_child(|| unsafe { held_here.release() });
             // SAFETY: held by this thread's parent-side self.
-            let released = unsafe { held_here.release() };
+            let released = grandchild_released && unsafe { held_here.release() };
             let relocked = released && held_here.lock_until(Instant::now() + Duration::from_secs(1));
             let elsewhere_times_out = !held_elsewhere.lock_until(Instant::now() + Duration::from_millis(20));
             // SAFETY: a release the lock refuses: another thread holds it.

@@ -255,8 +255,18 @@ fn register_fork_handler() {
     static REGISTER: Once = Once::new();
     extern "C" fn before_fork() {
         // Runs in the thread about to fork; the child's copy of this
-        // thread's memory keeps it (see `forked_from`).
-        let _ = FORKING_AS.try_with(|t| t.set(kernel_tid()));
+        // thread's memory keeps it (see `forked_from`). Kept beside the
+        // ids of earlier forks: a child that forks again still holds what
+        // it held as the first fork made it, under that parent's id.
+        let _ = FORKING_AS.try_with(|ids| {
+            let mut known = ids.get();
+            let me = kernel_tid();
+            if !known.contains(&me) {
+                known.rotate_right(1);
+                known[0] = me;
+                ids.set(known);
+            }
+        });
     }
     extern "C" fn in_child() {
         // Runs in the thread that called fork: the child's only thread.
@@ -272,19 +282,21 @@ fn register_fork_handler() {
 
 #[cfg(not(loom))]
 thread_local! {
-    /// The id this thread had as it last forked (0 if it never did).
-    static FORKING_AS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The ids this thread had as it forked, latest first (0: none), over
+    /// a chain of forks, a few deep.
+    static FORKING_AS: std::cell::Cell<[u32; 4]> = const { std::cell::Cell::new([0; 4]) };
 }
 
-/// In a child of `fork`, called by the thread that forked: the id it had
-/// in the parent, which the locks it held as it forked still name. None
-/// in any other thread, or outside a child.
+/// In a child of `fork`, asked by the thread that forked: whether `tid`
+/// is an id this thread had in a parent as it forked (the locks it held
+/// then still name it), and no thread of this process has it now (an id
+/// freed in the parent may be reused here).
 #[cfg(not(loom))]
-pub fn forked_from() -> Option<u32> {
-    if !forked() {
-        return None;
-    }
-    FORKING_AS.try_with(std::cell::Cell::get).ok().filter(|&tid| tid != 0)
+pub fn was_me_before_fork(tid: u32) -> bool {
+    forked()
+        && tid != 0
+        && FORKING_AS.try_with(|ids| ids.get().contains(&tid)).unwrap_or(false)
+        && !is_thread_of_this_process(tid)
 }
 
 

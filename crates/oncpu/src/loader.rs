@@ -251,23 +251,36 @@ pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
     Ok(Enabled::Loaded)
 }
 
-/// An exclusive lock on /run held by enable and disable: two at once (a
-/// boot script and an admin) each cleared the other's half-made pins, and
-/// one could exit 0 with nothing loaded. A lock on the directory itself
-/// leaves no file behind.
+/// The file whose lock serialises enable and disable: root's alone (mode
+/// 0600), so no other user can open it and hold the lock (any user could
+/// lock /run itself, and hang a boot script's enable). Empty, and left in
+/// place: removing a lock file others may be waiting on breaks the lock.
+const LOCK_FILE: &str = "/run/lockmeter.lock";
+
+/// An exclusive lock held by enable and disable: two at once (a boot
+/// script and an admin) each cleared the other's half-made pins, and one
+/// could exit 0 with nothing loaded.
 struct PinDirLock {
     /// Held, not read: closing it releases the lock.
-    _run: fs::File,
+    _file: fs::File,
 }
 
 impl PinDirLock {
     fn take() -> Result<PinDirLock, LoadError> {
-        let run = fs::File::open("/run").map_err(|e| LoadError::io("opening /run to serialise enable and disable", e))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(LOCK_FILE)
+            .map_err(|e| LoadError::io("opening /run/lockmeter.lock", e))?;
         // SAFETY: flock on a descriptor we own; released when it closes.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&run), libc::LOCK_EX) } != 0 {
-            return Err(LoadError::io("locking /run to serialise enable and disable", io::Error::last_os_error()));
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
+            return Err(LoadError::io("locking /run/lockmeter.lock", io::Error::last_os_error()));
         }
-        Ok(PinDirLock { _run: run })
+        Ok(PinDirLock { _file: file })
     }
 }
 
