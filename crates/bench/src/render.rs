@@ -49,6 +49,9 @@ pub fn table(report: &Report) -> String {
         report.repeat,
         run_length(report.seconds_per_run)
     );
+    if let Some(note) = overran(report) {
+        let _ = writeln!(out, "{note}");
+    }
     for (period, duty, points) in panels(report) {
         let title = panel_title(&report.workload, period, duty);
         let with_efficiency = points.iter().any(|p| p.efficiency.is_some());
@@ -182,14 +185,29 @@ fn row(out: &mut String, (label, label_width): (&str, usize), cells: impl Iterat
     out.push('\n');
 }
 
+/// A note when some runs lasted well past the length asked (a quarter
+/// more): with many threads, workers take a while to see the stop, and
+/// the header's length would mislead (ops/s divide by the time run).
+fn overran(report: &Report) -> Option<String> {
+    let longest = report.points.iter().max_by(|a, b| a.median_run_seconds.total_cmp(&b.median_run_seconds))?;
+    (longest.median_run_seconds > 1.25 * report.seconds_per_run).then(|| {
+        format!(
+            "(runs lasted up to {} at {} threads: workers count until they see the stop; ops/s divide by the time they ran)",
+            run_length(longest.median_run_seconds),
+            longest.threads
+        )
+    })
+}
+
 /// A run's length as given: milliseconds below a second ("4 ms", not
 /// the "0.00 s" two decimals of a second made of it), seconds above.
 fn run_length(seconds: f64) -> String {
-    if seconds < 1.0 {
-        format!("{} ms", (seconds * 1e3 * 1e3).round() / 1e3)
-    } else {
-        format!("{} s", (seconds * 1e3).round() / 1e3)
-    }
+    let (value, unit) = if seconds < 1.0 { (seconds * 1e3, "ms") } else { (seconds, "s") };
+    // Three significant digits, without trailing zeros.
+    let decimals = if value >= 100.0 { 0 } else if value >= 10.0 { 1 } else { 2 };
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    format!("{text} {unit}")
 }
 
 /// Operations per second as Mops/s with four significant digits: with a
@@ -282,12 +300,28 @@ mod tests {
     use super::{mops, run_length, table};
 
     #[test]
+    fn runs_that_overran_are_noted_under_the_header() {
+        let mut long = point("std", 1024, 1e6);
+        long.median_run_seconds = 0.37;
+        let mut short = point("std", 2, 1e6);
+        short.median_run_seconds = 0.05;
+        let mut overran = report(vec![short.clone(), long]);
+        overran.seconds_per_run = 0.05;
+        let text = table(&overran);
+        assert!(text.lines().nth(1).unwrap().starts_with("(runs lasted up to 370 ms at 1024 threads"), "{text}");
+        let mut on_time = report(vec![short]);
+        on_time.seconds_per_run = 0.05;
+        assert!(!table(&on_time).contains("runs lasted"));
+    }
+
+    #[test]
     fn run_lengths_read_as_given() {
         assert_eq!(run_length(0.004), "4 ms");
         assert_eq!(run_length(0.5), "500 ms");
         assert_eq!(run_length(0.0125), "12.5 ms");
         assert_eq!(run_length(3.0), "3 s");
         assert_eq!(run_length(1.5), "1.5 s");
+        assert_eq!(run_length(0.095709), "95.7 ms");
     }
     use crate::fixtures::{point, report};
 
