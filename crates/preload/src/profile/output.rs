@@ -107,8 +107,12 @@ static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
 /// The final profile is written (set after FINISHED, by its writer).
 static FINAL_WRITTEN: AtomicBool = AtomicBool::new(false);
-/// The kernel id of the thread writing the final profile, 0 until one is.
+/// The kernel id of the thread writing the final profile, 0 until one is:
+/// the claim to write it.
 static FINAL_WRITER: AtomicU32 = AtomicU32::new(0);
+/// The final profile is written because the program exits (not because a
+/// signal ends it).
+static FINAL_AT_EXIT: AtomicBool = AtomicBool::new(false);
 static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 fn pid() -> u32 {
@@ -130,6 +134,7 @@ pub fn fatal(message: &str) -> ! {
 }
 
 extern "C" fn at_exit() {
+    FINAL_AT_EXIT.store(true, Release);
     write_final("exit");
 }
 
@@ -137,6 +142,9 @@ extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
     FINAL_WRITTEN.store(false, Relaxed);
     FINAL_WRITER.store(0, Relaxed);
+    FINAL_AT_EXIT.store(false, Relaxed);
+    // A fork does not carry the parent's alarm over.
+    DYING_OF.store(0, Relaxed);
     WRITER.store(0, Relaxed);
     OWNER_PID.store(pid(), Relaxed);
     super::restart_in_child();
@@ -162,23 +170,24 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         _ => "signal",
     };
     write_final(&format!("signal {name}"));
-    // Another thread may be writing the final profile (a second ending
-    // signal sent to the process lands in any thread, and its own write
-    // returns at once): dying now would cut that write short (2 of 3
-    // profiles lost with three threads). An ending signal waits for it;
-    // the watchdog bounds the wait. Not a fault (the program must die of
-    // it, not finish its exit meanwhile and report success), and not in
-    // the writing thread itself (interrupted in its own write, at exit
-    // or by a fault, it would wait for itself).
-    let ending = ENDING_SIGNALS.contains(&signal);
+    // Another thread may be writing the final profile (a second signal
+    // sent to the process lands in any thread, a crash in a second thread
+    // follows the first, and this thread's own write returns at once):
+    // dying now would cut that write short (2 of 3 profiles lost with
+    // three threads). Wait for it, for the watchdog's time at most. Not in
+    // the writing thread itself (interrupted in its own write, it would
+    // wait for itself), and a fault not for a write at exit (the program
+    // would finish exiting meanwhile and report success instead of its
+    // crash).
     // SAFETY: gettid is async-signal-safe.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-    while ending
-        && FINISHED.load(Acquire)
-        && !FINAL_WRITTEN.load(Acquire)
-        && FINAL_WRITER.load(Acquire) != me
-        && OWNER_PID.load(Relaxed) == pid()
-    {
+    let may_wait = ENDING_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
+    let give_up_at = monotonic_seconds() + dying_write_seconds();
+    let another_thread_writes = || {
+        let writer = FINAL_WRITER.load(Acquire);
+        writer != 0 && writer != me && !FINAL_WRITTEN.load(Acquire)
+    };
+    while may_wait && OWNER_PID.load(Relaxed) == pid() && another_thread_writes() && monotonic_seconds() < give_up_at {
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
         // SAFETY: nanosleep is async-signal-safe; `pause` lives on the stack.
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
@@ -212,13 +221,32 @@ const ENDING_SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIG
 /// The signal the program is dying of, for the watchdog.
 static DYING_OF: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// The clock the wait for another thread's write is bounded by
+/// (clock_gettime is async-signal-safe), in seconds.
+fn monotonic_seconds() -> f64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
+}
+
+/// How long a dying program may take to write its profile, in seconds.
+fn dying_write_seconds() -> f64 {
+    SETTINGS.get().map_or(DYING_WRITE, |s| s.dying_write).as_secs_f64().ceil().max(1.0)
+}
+
 fn arm_dying_watchdog(signal: libc::c_int) {
+    // Not in a vfork child (it shares its parent's memory, and would
+    // leave the parent's watchdog marked armed).
+    if OWNER_PID.load(Relaxed) != pid() {
+        return;
+    }
     // Armed once: each later signal re-arming it pushed the deadline back,
     // and a second ^C lengthened the wait instead of ending it.
     if DYING_OF.compare_exchange(0, signal, Relaxed, Relaxed).is_err() {
         return;
     }
-    let seconds = SETTINGS.get().map_or(DYING_WRITE, |s| s.dying_write).as_secs_f64().ceil().max(1.0);
+    let seconds = dying_write_seconds();
     // SAFETY: sigaction with valid pointers and alarm are async-signal-safe.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
@@ -351,16 +379,24 @@ fn periodic_dumps() {
 
 /// The process leaves through `_exit` / `_Exit`.
 pub fn before_exit_now() {
+    FINAL_AT_EXIT.store(true, Release);
     write_final("_exit");
 }
 
 fn write_final(reason: &str) {
     // A vfork child shares the parent's memory and must not write.
-    if OWNER_PID.load(Relaxed) != pid() || FINISHED.swap(true, AcqRel) {
+    if OWNER_PID.load(Relaxed) != pid() {
         return;
     }
+    // The claim names the writer in the same step: a signal landing in
+    // this thread just after it sees itself as the writer (with a flag set
+    // first and the id after, a signal between them waited for itself).
     // SAFETY: gettid has no preconditions.
-    FINAL_WRITER.store(unsafe { libc::syscall(libc::SYS_gettid) } as u32, Release);
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    if FINAL_WRITER.compare_exchange(0, me, AcqRel, Acquire).is_err() {
+        return;
+    }
+    FINISHED.store(true, Release);
     write_profile_as(reason, true);
     FINAL_WRITTEN.store(true, Release);
 }
@@ -465,9 +501,12 @@ fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
     let always_holds = timed_holds.saturating_sub(sampled_holds);
     let untimed_or_sampled = holds.saturating_sub(always_holds);
     if sampled_holds == 0 {
-        // No sample: the timed holds stand for all (as many as timed if
-        // the counts raced).
-        return timed as f64 * (holds.max(timed_holds) as f64 / timed_holds.max(1) as f64);
+        // No random sample (likely under a few dozen holds): the timed
+        // holds, timed for a reason (a wait, a long hold before, a site's
+        // first), count as themselves; scaled up to stand for all, one
+        // 1 ms first hold before ten short ones read 11 ms. The untimed
+        // ones, short by their selection, are left out.
+        return timed as f64;
     }
     timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
 }
