@@ -276,9 +276,26 @@ impl PinDirLock {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(LOCK_FILE)
             .map_err(|e| LoadError::io("opening /run/lockmeter.lock", e))?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        // A file left there with looser rights (an admin's touch) is made
+        // root's alone before it is relied on.
+        // SAFETY: fchown and fchmod on a descriptor we own.
+        if unsafe { libc::fchown(fd, 0, 0) } != 0 || unsafe { libc::fchmod(fd, 0o600) } != 0 {
+            return Err(LoadError::io("securing /run/lockmeter.lock", io::Error::last_os_error()));
+        }
+        // Bounded: a holder that opened it before it was secured could
+        // otherwise hang a boot script's enable for ever.
+        let give_up_at = std::time::Instant::now() + Duration::from_secs(30);
         // SAFETY: flock on a descriptor we own; released when it closes.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } != 0 {
-            return Err(LoadError::io("locking /run/lockmeter.lock", io::Error::last_os_error()));
+        while unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(LoadError::io("locking /run/lockmeter.lock", e));
+            }
+            if std::time::Instant::now() >= give_up_at {
+                return Err(LoadError::new("locking /run/lockmeter.lock", "another enable or disable held it for 30 s", None));
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         Ok(PinDirLock { _file: file })
     }
@@ -332,7 +349,12 @@ fn set_permissions(group: Option<u32>) -> Result<(), LoadError> {
 /// "running"), removes the pins and unmounts PIN_DIR. Returns whether
 /// anything was loaded; nothing loaded is not an error.
 pub fn disable() -> Result<bool, LoadError> {
-    let _serialised = PinDirLock::take()?;
+    let _serialised = match PinDirLock::take() {
+        Ok(lock) => lock,
+        // Not root, and nothing there: nothing loaded is not an error.
+        Err(e) if e.is_permission() && !Path::new(PIN_DIR).exists() => return Ok(false),
+        Err(e) => return Err(e),
+    };
     disable_locked()
 }
 
