@@ -209,8 +209,11 @@ fn in_the_sample() -> bool {
     SAMPLE_STATE.with(|state| {
         let mut x = state.get();
         if x == 0 {
-            // Seeded from the variable's address: different by thread.
-            x = (std::ptr::from_ref(state) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            // Seeded from the thread's id and the variable's address: the
+            // address alone repeats for threads made one after another,
+            // which then drew the same holds (whole runs without a sample).
+            let id = u64::from(lockmeter_locks::current_tid());
+            x = ((std::ptr::from_ref(state) as u64) ^ id.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         }
         x ^= x << 13;
         x ^= x >> 7;

@@ -134,8 +134,7 @@ pub fn fatal(message: &str) -> ! {
 }
 
 extern "C" fn at_exit() {
-    FINAL_AT_EXIT.store(true, Release);
-    write_final("exit");
+    write_final("exit", true);
 }
 
 extern "C" fn in_child_after_fork() {
@@ -169,7 +168,7 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         libc::SIGQUIT => "SIGQUIT",
         _ => "signal",
     };
-    write_final(&format!("signal {name}"));
+    write_final(&format!("signal {name}"), false);
     // Another thread may be writing the final profile (a second signal
     // sent to the process lands in any thread, a crash in a second thread
     // follows the first, and this thread's own write returns at once):
@@ -183,9 +182,11 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
     let may_wait = ENDING_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
     let give_up_at = monotonic_seconds() + dying_write_seconds();
+    // (Nor in a thread in the middle of a periodic dump: the final write
+    // waits for that dump's lock, and this thread would wait for it.)
     let another_thread_writes = || {
         let writer = FINAL_WRITER.load(Acquire);
-        writer != 0 && writer != me && !FINAL_WRITTEN.load(Acquire)
+        writer != 0 && writer != me && WRITER.load(Acquire) != me && !FINAL_WRITTEN.load(Acquire)
     };
     while may_wait && OWNER_PID.load(Relaxed) == pid() && another_thread_writes() && monotonic_seconds() < give_up_at {
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
@@ -379,11 +380,12 @@ fn periodic_dumps() {
 
 /// The process leaves through `_exit` / `_Exit`.
 pub fn before_exit_now() {
-    FINAL_AT_EXIT.store(true, Release);
-    write_final("_exit");
+    write_final("_exit", true);
 }
 
-fn write_final(reason: &str) {
+/// Writes the final profile, once per process (`at_exit`: the program is
+/// exiting, not dying of a signal).
+fn write_final(reason: &str, at_exit: bool) {
     // A vfork child shares the parent's memory and must not write.
     if OWNER_PID.load(Relaxed) != pid() {
         return;
@@ -396,6 +398,9 @@ fn write_final(reason: &str) {
     if FINAL_WRITER.compare_exchange(0, me, AcqRel, Acquire).is_err() {
         return;
     }
+    // Set only by the claim's winner: a vfork child, which shares this
+    // memory, never gets here (the pid check above).
+    FINAL_AT_EXIT.store(at_exit, Release);
     FINISHED.store(true, Release);
     write_profile_as(reason, true);
     FINAL_WRITTEN.store(true, Release);
@@ -501,12 +506,11 @@ fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
     let always_holds = timed_holds.saturating_sub(sampled_holds);
     let untimed_or_sampled = holds.saturating_sub(always_holds);
     if sampled_holds == 0 {
-        // No random sample (likely under a few dozen holds): the timed
-        // holds, timed for a reason (a wait, a long hold before, a site's
-        // first), count as themselves; scaled up to stand for all, one
-        // 1 ms first hold before ten short ones read 11 ms. The untimed
-        // ones, short by their selection, are left out.
-        return timed as f64;
+        // No random sample: the timed holds stand for all (as many as
+        // timed if the counts raced). It may read a lone long first hold
+        // as many (counting only the timed ones read a run of short holds
+        // as nearly nothing: 2 us for 1.7 ms).
+        return timed as f64 * (holds.max(timed_holds) as f64 / timed_holds.max(1) as f64);
     }
     timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
 }
