@@ -298,6 +298,7 @@ pub fn csv(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::{mops, run_length, table};
+    use crate::fixtures::{point, report};
 
     #[test]
     fn runs_that_overran_are_noted_under_the_header() {
@@ -323,7 +324,6 @@ mod tests {
         assert_eq!(run_length(1.5), "1.5 s");
         assert_eq!(run_length(0.095709), "95.7 ms");
     }
-    use crate::fixtures::{point, report};
 
     /// A fairness spread wider than the column widens it: the cells of
     /// neighbouring thread counts used to run together ("1.2x143089.7x").

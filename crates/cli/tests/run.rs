@@ -60,7 +60,7 @@ fn lock<'a>(profile: &'a Profile, name: &str) -> &'a LockProfile {
 const MS: u64 = 1_000_000;
 
 fn within(value: u64, low_ms: u64, high_ms: u64, what: &str) {
-    assert!(value >= low_ms * MS && value <= high_ms * MS, "{what} = {:.1} ms, expected {low_ms}..{high_ms} ms", value as f64 / MS as f64);
+    between(value, low_ms * MS, high_ms * MS, what);
 }
 
 #[test]

@@ -99,25 +99,18 @@ impl<R: Recorder> RawPi<R> {
     }
 
     /// Waits, polling, for a word the kernel refuses to queue on to be
-    /// freed, or for the deadline.
+    /// freed, or for the deadline (none: as long as a normal mutex would).
     #[cold]
     fn wait_unqueued(&self, deadline: Option<Instant>, start: u64) -> bool {
         let tid = current_tid();
-        let mut pause = std::time::Duration::from_micros(50);
-        loop {
-            if self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start));
-                return true;
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                self.recorder.timed_out(record::waited::<R>(start));
-                return false;
-            }
-            let left = deadline.map_or(pause, |d| d - now);
-            std::thread::sleep(pause.min(left));
-            pause = (pause * 2).min(std::time::Duration::from_millis(10));
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1 << 32));
+        let try_take = || self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if crate::any::poll_until(deadline, try_take) == crate::any::Polled::TimedOut {
+            self.recorder.timed_out(record::waited::<R>(start));
+            return false;
         }
+        self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start));
+        true
     }
 
     fn futex_lock_pi(&self, deadline: Option<Instant>) -> libc::c_long {
@@ -169,12 +162,23 @@ impl<R: Recorder> RawPi<R> {
     /// # Safety
     /// No thread may release the lock while another holds it on the
     /// caller's behalf (the checks above are the kernel's and the word's).
+    #[inline]
     pub unsafe fn release(&self) -> bool {
         self.recorder.releasing();
         let tid = current_tid();
         if self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
             return true;
         }
+        // SAFETY: forwarded caller contract.
+        unsafe { self.release_in_kernel() }
+    }
+
+    /// [`Self::release`] of a word with waiters, or not the caller's.
+    ///
+    /// # Safety
+    /// As for [`Self::release`].
+    #[cold]
+    unsafe fn release_in_kernel(&self) -> bool {
         // Waiters are queued in the kernel; it picks and wakes the next owner.
         // SAFETY: the word is a live aligned u32.
         let r = unsafe {

@@ -178,8 +178,8 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     // wait for itself), and a fault not for a write at exit (the program
     // would finish exiting meanwhile and report success instead of its
     // crash).
-    // SAFETY: gettid is async-signal-safe.
-    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    // (gettid, async-signal-safe.)
+    let me = lockmeter_locks::kernel_tid();
     let may_wait = ENDING_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
     let give_up_at = monotonic_seconds() + dying_write_seconds();
     // (Nor in a thread in the middle of a periodic dump: the final write
@@ -193,18 +193,32 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         // SAFETY: nanosleep is async-signal-safe; `pause` lives on the stack.
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     }
-    // Die of the signal. A fault's handler was installed with
-    // SA_RESETHAND and SA_NODEFER: the default action applies and raise
-    // delivers it at once. An ending signal is blocked while its handler
-    // runs: raised, it waits until unblocked, and then kills.
+    die_of(signal);
+}
+
+/// Ends the process by `signal`'s default action, from a handler: a
+/// fault's handler (SA_NODEFER) dies at the raise; an ending signal,
+/// blocked while its handler runs, waits until it is unblocked.
+fn die_of(signal: libc::c_int) {
     // SAFETY: signal, raise and pthread_sigmask are async-signal-safe.
     unsafe {
         libc::signal(signal, libc::SIG_DFL);
         libc::raise(signal);
+        let set = signal_set(&[signal]);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// A signal set holding `signals` (async-signal-safe).
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: a zeroed set is valid storage for sigemptyset to fill.
+    unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, signal);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        for &signal in signals {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
     }
 }
 
@@ -266,12 +280,7 @@ extern "C" fn on_dying_watchdog(_signal: libc::c_int) {
     // process, whichever thread it is raised in.
     unsafe {
         libc::write(2, line.as_ptr().cast(), line.len());
-        libc::signal(signal, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, signal);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(signal);
+        die_of(signal);
         libc::_exit(128 + signal);
     }
 }
@@ -304,16 +313,10 @@ fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), handling: H
         }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as usize;
-        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_mask = signal_set(if handling == Handling::Ending { &ENDING_SIGNALS } else { &[] });
         action.sa_flags = libc::SA_RESTART;
-        match handling {
-            Handling::Dump => {}
-            Handling::Fault => action.sa_flags |= libc::SA_RESETHAND | libc::SA_NODEFER,
-            Handling::Ending => {
-                for ending in ENDING_SIGNALS {
-                    libc::sigaddset(&mut action.sa_mask, ending);
-                }
-            }
+        if handling == Handling::Fault {
+            action.sa_flags |= libc::SA_RESETHAND | libc::SA_NODEFER;
         }
         libc::sigaction(signal, &action, std::ptr::null_mut());
     }
@@ -350,15 +353,9 @@ fn periodic_dumps() {
     // The program's signals are not this thread's business: a program that
     // blocks TERM in its threads and takes it with sigwait would have it
     // delivered here instead, and die without its own shutdown.
+    let set = signal_set(&ENDING_SIGNALS);
     // SAFETY: a mask built with the sigset functions, for this thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in ENDING_SIGNALS {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let interval = SETTINGS.get().and_then(|s| s.interval);
     let mut next = std::time::Instant::now() + interval.unwrap_or(Duration::MAX / 4);
     loop {
@@ -393,8 +390,7 @@ fn write_final(reason: &str, at_exit: bool) {
     // The claim names the writer in the same step: a signal landing in
     // this thread just after it sees itself as the writer (with a flag set
     // first and the id after, a signal between them waited for itself).
-    // SAFETY: gettid has no preconditions.
-    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    let me = lockmeter_locks::kernel_tid();
     if FINAL_WRITER.compare_exchange(0, me, AcqRel, Acquire).is_err() {
         return;
     }
