@@ -5,7 +5,7 @@ use lockmeter_stats::{Counts, CountsSnapshot, LockStats, Snapshot};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// A lock under test: runs a critical section.
 pub trait BenchLock: Send + Sync + 'static {
@@ -63,6 +63,11 @@ pub enum LockKind {
     /// A bare test-and-set flag: the floor of a lock+unlock pair's cost
     /// (not a usable lock: it never sleeps and has no backoff).
     TasFloor,
+    /// A compare-exchange lock and an exchange unlock: the floor of a pair
+    /// for a lock that can sleep, whose unlock must learn atomically
+    /// whether anyone sleeps (two locked instructions where `tas-floor`
+    /// has one; not a usable lock either).
+    CasFloor,
     /// One of ours with one decision changed, for experiments.
     Variant {
         /// Which.
@@ -136,6 +141,9 @@ impl LockKind {
     pub const PEERS: [LockKind; 5] =
         [LockKind::Glibc, LockKind::GlibcAdaptive, LockKind::GlibcPi, LockKind::Std, LockKind::ParkingLot];
 
+    /// The floors: bare instructions a pair costs at least, not locks.
+    pub const FLOORS: [LockKind; 2] = [LockKind::TasFloor, LockKind::CasFloor];
+
     /// Our algorithms, recording nothing.
     pub fn ours() -> impl Iterator<Item = LockKind> {
         Algorithm::ALL.into_iter().map(|algorithm| LockKind::Ours { algorithm, recording: Recording::Off })
@@ -160,6 +168,7 @@ impl LockKind {
             LockKind::Std => "std",
             LockKind::ParkingLot => "parking_lot",
             LockKind::TasFloor => "tas-floor",
+            LockKind::CasFloor => "cas-floor",
             LockKind::Variant { variant, .. } => variant.name(),
         }
     }
@@ -223,6 +232,7 @@ impl LockKind {
             LockKind::Std => visitor.visit(|| std::sync::Mutex::new(())),
             LockKind::ParkingLot => visitor.visit(|| parking_lot::Mutex::new(())),
             LockKind::TasFloor => visitor.visit(|| TasFloor(AtomicBool::new(false))),
+            LockKind::CasFloor => visitor.visit(|| CasFloor(AtomicU32::new(0))),
         }
     }
 }
@@ -241,7 +251,7 @@ impl FromStr for LockKind {
         }
         LockKind::PEERS
             .into_iter()
-            .chain([LockKind::TasFloor])
+            .chain(LockKind::FLOORS)
             .chain(Variant::ALL.map(|variant| LockKind::Variant { variant, recording: Recording::Off }))
             .find(|k| k.name() == s)
             .ok_or_else(|| format!("unknown lock '{s}'"))
@@ -403,6 +413,25 @@ impl BenchLock for TasFloor {
         }
         let out = f();
         self.0.store(false, Ordering::Release);
+        out
+    }
+}
+
+/// The two-instruction floor: what every lock here that can sleep pays
+/// at least (a compare-exchange to take the word, an exchange to free it
+/// that returns whether sleepers marked it).
+pub struct CasFloor(AtomicU32);
+
+impl BenchLock for CasFloor {
+    #[inline]
+    fn critical<T>(&self, f: impl FnOnce() -> T) -> T {
+        while self.0.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::hint::spin_loop();
+        }
+        let out = f();
+        // The value returned is what a sleeping lock's unlock would test;
+        // the instruction is made whether or not it is read.
+        self.0.swap(0, Ordering::Release);
         out
     }
 }

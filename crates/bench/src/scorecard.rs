@@ -51,6 +51,12 @@ pub struct Check {
     /// rounds (`--repeat`) or a quieter machine would decide.
     #[serde(default)]
     pub within_spread: bool,
+    /// Missed, and no lock could meet it on this machine: the target lies
+    /// past a limit measured in the same run (the workload's physical
+    /// limit, or the floor of a pair for a lock that can sleep), which
+    /// `measured` names.
+    #[serde(default)]
+    pub past_the_limit: bool,
 }
 
 /// A finished scorecard: the JSON contract.
@@ -105,7 +111,7 @@ impl Scorecard {
 
     fn pair(&self) -> PairExperiment {
         PairExperiment {
-            locks: [LockKind::TasFloor, adaptive()].into_iter().chain(LockKind::PEERS).collect(),
+            locks: LockKind::FLOORS.into_iter().chain([adaptive()]).chain(LockKind::PEERS).collect(),
             run: Duration::from_millis(100).min(self.run),
             repeat: self.pair_rounds,
         }
@@ -234,7 +240,7 @@ fn judged(target: String, ratios: &[(usize, Ratio)], threshold: f64, meets: impl
     let met = !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median));
     let within_spread =
         !met && !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median) || r.met_in_some_round(&meets));
-    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread }
+    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread, past_the_limit: false }
 }
 
 /// A ratio with three decimals: with two, a miss next to its threshold
@@ -261,15 +267,26 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
             measured: format!("{:.2} ns, {} {}", ours.ns_per_pair, ratio(r, 1.0), fastest.lock),
             met: r <= 1.0,
             within_spread: false,
+            past_the_limit: false,
         });
     }
     if let (Some(ours), Some(glibc)) = (ours, glibc) {
         let r = ours.ns_per_pair / glibc.ns_per_pair;
+        let mut measured = format!("{} glibc ({:.2} ns)", ratio(r, 0.85), glibc.ns_per_pair);
+        // Every lock here that can sleep pays two locked instructions per
+        // pair (its unlock must learn atomically whether anyone sleeps);
+        // cas-floor is those two alone.
+        let floor = pair.points.iter().find(|p| p.lock == LockKind::CasFloor.name());
+        let below_the_floor = floor.filter(|floor| r > 0.85 && 0.85 * glibc.ns_per_pair < floor.ns_per_pair);
+        if let Some(floor) = below_the_floor {
+            let _ = write!(measured, "; 0.85x is {:.2} ns, under cas-floor's {:.2} ns", 0.85 * glibc.ns_per_pair, floor.ns_per_pair);
+        }
         checks.push(Check {
             target: "uncontended pair <= 0.85x glibc".into(),
-            measured: format!("{} glibc ({:.2} ns)", ratio(r, 0.85), glibc.ns_per_pair),
+            measured,
             met: r <= 0.85,
             within_spread: false,
+            past_the_limit: below_the_floor.is_some(),
         });
     }
     checks
@@ -283,14 +300,23 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
         let points = panel(report, Some((period, duty)));
         let name = format!("duty P={period} D={duty}%");
         let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
-        match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2)) {
-            (Some((r, best)), Some(p)) => {
+        match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2), best_peer(&points, 2)) {
+            (Some((r, best)), Some(p), Some(best_point)) => {
                 let fast_enough = |r: f64| r >= 1.5;
+                let mut measured = format!("{} {best}", r.text(1.5, fast_enough));
+                // Where the best peer already runs past two thirds of the
+                // physical limit, 1.5x it is past the limit: no lock can.
+                let asked_of_the_limit = best_point.efficiency.map(|e| 1.5 * e).filter(|&share| share > 1.0);
+                let past_the_limit = !fast_enough(r.median) && asked_of_the_limit.is_some();
+                if let (true, Some(share)) = (past_the_limit, asked_of_the_limit) {
+                    let _ = write!(measured, "; 1.5x {best} is {:.0}% of the limit", 100.0 * share);
+                }
                 checks.push(Check {
                     target: faster,
-                    measured: format!("{} {best}", r.text(1.5, fast_enough)),
+                    measured,
                     met: fast_enough(r.median),
                     within_spread: !fast_enough(r.median) && r.met_in_some_round(fast_enough),
+                    past_the_limit,
                 });
                 let efficiency = p.efficiency.unwrap_or(0.0);
                 checks.push(Check {
@@ -298,6 +324,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                     measured: format!("{:.1}%", 100.0 * efficiency),
                     met: efficiency >= 0.9,
                     within_spread: false,
+                    past_the_limit: false,
                 });
             }
             _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
@@ -314,7 +341,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
 
 /// A target none of whose thread counts ran: listed, and not met.
 fn not_measured(target: String) -> Check {
-    Check { target, measured: NOT_MEASURED.into(), met: false, within_spread: false }
+    Check { target, measured: NOT_MEASURED.into(), met: false, within_spread: false, past_the_limit: false }
 }
 
 /// `adaptive` >= `floor` x the best peer at every thread count.
@@ -351,6 +378,7 @@ fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
                 met,
                 // (The spread is of the median run alone.)
                 within_spread: !met && spread <= 10.0 && r.met_in_some_round(fast_enough),
+                past_the_limit: false,
             }
         })
         .collect()
@@ -395,6 +423,7 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
                 ),
                 met: ours.wait_ns.p99 <= best.wait_ns.p99,
                 within_spread: false,
+                past_the_limit: false,
             }
         })
         .collect()
@@ -434,10 +463,11 @@ impl ScorecardReport {
         let width = self.checks.iter().map(|c| c.target.len()).max().unwrap_or(0) + 2;
         let _ = writeln!(out, "{:<width$}{:<5}measured", "target", "met");
         for check in &self.checks {
-            let verdict = match (check.met, check.within_spread) {
-                (true, _) => "yes",
-                (false, true) => "no*",
-                (false, false) => "no",
+            let verdict = match (check.met, check.past_the_limit, check.within_spread) {
+                (true, _, _) => "yes",
+                (false, true, _) => "no\u{2020}",
+                (false, false, true) => "no*",
+                (false, false, false) => "no",
             };
             let _ = writeln!(out, "{:<width$}{verdict:<5}{}", check.target, check.measured);
         }
@@ -451,14 +481,30 @@ impl ScorecardReport {
                  (a miss's [range] is over the rounds): within this run's spread; more --repeat can tell"
             );
         }
+        let unreachable = self.checks.iter().filter(|c| c.past_the_limit).count();
+        if unreachable > 0 {
+            let _ = writeln!(
+                out,
+                "\u{2020} {unreachable} past what any lock can do on this machine, as measured beside it \
+                 (the workload's physical limit, or cas-floor's two locked instructions for the pair)"
+            );
+        }
         out
     }
 
     /// One row per target.
     pub fn csv(&self) -> String {
-        let mut out = String::from("target,met,within_spread,measured\n");
+        let mut out = String::from("target,met,within_spread,past_the_limit,measured\n");
         for check in &self.checks {
-            let _ = writeln!(out, "{},{},{},{}", quoted(&check.target), check.met, check.within_spread, quoted(&check.measured));
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{}",
+                quoted(&check.target),
+                check.met,
+                check.within_spread,
+                check.past_the_limit,
+                quoted(&check.measured)
+            );
         }
         out
     }
@@ -478,6 +524,7 @@ mod tests {
     use super::*;
     use crate::experiment::PerThreadOps;
     use crate::fixtures::{point, report};
+    use crate::pair::PairPoint;
 
     #[test]
     fn a_ratio_is_against_the_best_peer_at_each_count_and_a_near_miss_shows() {
@@ -618,6 +665,43 @@ mod tests {
         assert!(!check.met);
     }
 
+    /// A target past what any lock can do here is marked so, with the
+    /// limit that says it: 1.5x a peer already at 80% of the physical
+    /// limit, or 0.85x glibc under the two-instruction floor.
+    #[test]
+    fn a_target_past_the_machine_s_limit_says_so() {
+        let at_2 = |lock: &str, ops: f64, efficiency: f64| {
+            let mut p = point(lock, 2, ops);
+            (p.period_ns, p.duty_pct, p.efficiency) = (Some(4000), Some(50), Some(efficiency));
+            p
+        };
+        let near = report(vec![at_2("adaptive", 95.0, 0.95), at_2("std", 80.0, 0.80)]);
+        let check = &microsecond_checks(&near, &[(4000, 50)])[0];
+        assert!(!check.met && check.past_the_limit, "{check:?}");
+        assert_eq!(check.measured, "1.188x std; 1.5x std is 120% of the limit");
+        // A peer at half the limit leaves 1.5x of it within reach: a plain miss.
+        let far = report(vec![at_2("adaptive", 60.0, 0.6), at_2("std", 50.0, 0.5)]);
+        let check = &microsecond_checks(&far, &[(4000, 50)])[0];
+        assert!(!check.met && !check.past_the_limit, "{check:?}");
+        assert_eq!(check.measured, "1.200x std");
+
+        let pair_of = |points: &[(&str, f64)]| {
+            let machine = Machine::describe(&Calibration { iterations_per_ns: 1.0 });
+            let points = points
+                .iter()
+                .map(|&(lock, ns)| PairPoint { lock: lock.into(), ns_per_pair: ns, ns_per_pair_runs: vec![ns], pairs: 1 })
+                .collect();
+            PairReport { machine, workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points }
+        };
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.3), ("adaptive", 9.6), ("glibc", 10.6)]));
+        assert!(!checks[1].met && checks[1].past_the_limit, "{checks:?}");
+        assert_eq!(checks[1].measured, "0.906x glibc (10.60 ns); 0.85x is 9.01 ns, under cas-floor's 9.30 ns");
+        let checks = pair_checks(&pair_of(&[("cas-floor", 8.0), ("adaptive", 9.6), ("glibc", 10.6)]));
+        assert!(!checks[1].met && !checks[1].past_the_limit, "a floor under the target: {checks:?}");
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.3), ("adaptive", 8.5), ("glibc", 10.6)]));
+        assert!(checks[1].met && !checks[1].past_the_limit, "met is met: {checks:?}");
+    }
+
     #[test]
     fn fairness_needs_both_the_spread_and_the_throughput() {
         let mut fair = point("adaptive", 64, 96.0);
@@ -642,8 +726,9 @@ mod tests {
                 measured: "0.998x@2".into(),
                 met: true,
                 within_spread: false,
+                past_the_limit: false,
             },
-            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false },
+            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false, past_the_limit: false },
         ];
         let mut report = ScorecardReport { machine, checks, reports: vec![], pair };
         let table = report.table();
@@ -652,12 +737,17 @@ mod tests {
         assert!(table.trim_end().ends_with("1 of 2 targets met"), "{table}");
         assert_eq!(
             report.csv(),
-            "target,met,within_spread,measured\nsem: >= 0.97x the best peer at every count,true,false,0.998x@2\n\"a target, with a comma\",false,false,\"1.0x \"\"quoted\"\"\"\n"
+            "target,met,within_spread,past_the_limit,measured\nsem: >= 0.97x the best peer at every count,true,false,false,0.998x@2\n\"a target, with a comma\",false,false,false,\"1.0x \"\"quoted\"\"\"\n"
         );
         // A miss inside the rounds' spread is marked, and counted below.
         report.checks[1].within_spread = true;
         let table = report.table();
         assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no* ")), "{table}");
         assert!(table.contains("1 of 2 targets met\n* 1 missed on the medians but met in some round"), "{table}");
+        // Past the machine's limit outranks the spread, and is counted.
+        report.checks[1].past_the_limit = true;
+        let table = report.table();
+        assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no\u{2020} ")), "{table}");
+        assert!(table.trim_end().lines().last().unwrap().starts_with("\u{2020} 1 past what any lock can do"), "{table}");
     }
 }

@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn pair_costs_are_positive_and_names_parse() {
-        for kind in LockKind::ours().chain(LockKind::PEERS).chain([LockKind::TasFloor]) {
+        for kind in LockKind::ours().chain(LockKind::PEERS).chain(LockKind::FLOORS) {
             assert!(uncontended_pair_ns(kind, 10_000) > 0.0);
             assert_eq!(kind.name().parse::<LockKind>(), Ok(kind));
         }

@@ -85,7 +85,7 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
             name => vec![name.parse::<LockKind>().map_err(|_| {
                 let variants: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
                 format!(
-                    "unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, {}, tas-floor, or the variants {})",
+                    "unknown lock '{name}' (use ours, peers, all, or names from `lockmeter algorithms`, {}, tas-floor, cas-floor, or the variants {})",
                     LockKind::PEERS.map(|p| p.name()).join(", "),
                     variants.join(", ")
                 )

@@ -169,7 +169,7 @@ fn workload_threads(o: &Options) -> Vec<usize> {
 fn run_pair(o: Options) -> Result<(), String> {
     let experiment = PairExperiment {
         locks: o.locks.unwrap_or_else(|| {
-            [LockKind::TasFloor].into_iter().chain(LockKind::ours()).chain(LockKind::PEERS).collect()
+            LockKind::FLOORS.into_iter().chain(LockKind::ours()).chain(LockKind::PEERS).collect()
         }),
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(5) } else { Duration::from_millis(100) }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),

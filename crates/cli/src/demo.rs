@@ -101,9 +101,10 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     // a lock benchmark is about multi-threaded programs, so make this one.
     let (keep_alive, idle_thread) = idle_thread();
 
-    // tas-floor first (the floor), and adaptive once more with statistics
-    // on, to show what recording costs.
-    let pair_locks: Vec<LockKind> = std::iter::once(LockKind::TasFloor)
+    // The floors first (one and two locked instructions), and adaptive
+    // once more with statistics on, to show what recording costs.
+    let pair_locks: Vec<LockKind> = LockKind::FLOORS
+        .into_iter()
         .chain(all_locks())
         .chain([LockKind::Ours { algorithm: lockmeter_locks::Algorithm::Adaptive, recording: Recording::Full }])
         .collect();

@@ -93,14 +93,17 @@ enum Command {
     /// did little: its time awake, CPU share and rate against the median
     /// thread's. `pair` is the uncontended cost: ns per lock+unlock on one
     /// thread, every lock once per round in rotating order, medians, beside
-    /// tas-floor (a bare test-and-set) and against the fastest peer and
-    /// glibc. `scorecard` runs the performance section's experiments (every
+    /// two floors, tas-floor (a bare test-and-set) and cas-floor (the two
+    /// locked instructions every lock that can sleep pays), and against
+    /// the fastest peer and glibc. `scorecard` runs the performance section's experiments (every
     /// workload, fairness in 3 s runs, the pair) and judges each of
     /// adaptive's targets from them: a line per target, measured and met
     /// or not (about 13 minutes with the defaults on 2 cores). A miss
     /// shows its range over the rounds (each round's runs of the two locks
     /// against each other), and reads no* if some round met it wherever it
-    /// missed: within the run-to-run spread, which more rounds settle. There
+    /// missed: within the run-to-run spread, which more rounds settle; no†
+    /// if no lock could meet it here (past the workload's physical limit,
+    /// or under cas-floor for the pair). There
     /// --seconds sets the workloads' runs (the fairness runs last 3 s, the
     /// pair's at most 100 ms) and --repeat the runs per point and the
     /// pair's rounds; a target whose thread counts are not in --threads
@@ -120,7 +123,8 @@ enum Command {
         #[arg(value_enum)]
         workload: bench::WorkloadName,
         /// Locks: names, or the groups ours, peers, all [default: all]. Also
-        /// tas-floor (a bare test-and-set pair, the floor) and variants that
+        /// tas-floor and cas-floor (bare pairs of one and two locked
+        /// instructions, the floors) and variants that
         /// switch one decision: adaptive-oncpu (the BPF on-CPU table; root),
         /// adaptive-nobail (keeps spinning when the owner changes, seed 000),
         /// adaptive-nobackoff (the spinner reads the word without pausing),

@@ -255,7 +255,11 @@ fn the_scorecard_judges_every_target_from_its_own_runs() {
     for check in checks {
         assert!(!(check["met"].as_bool().unwrap() && check["within_spread"].as_bool().unwrap()), "{check}");
     }
-    assert_eq!(report["pair"]["points"].as_array().unwrap().len(), 7, "tas-floor, adaptive and the five peers");
+    assert_eq!(report["pair"]["points"].as_array().unwrap().len(), 8, "tas-floor, cas-floor, adaptive and the five peers");
+    // A target past the machine's limit is a miss, never a met one.
+    for check in checks {
+        assert!(!(check["met"].as_bool().unwrap() && check["past_the_limit"].as_bool().unwrap()), "{check}");
+    }
 }
 
 /// `pair`: one point per lock, in the order asked, each the median of its
