@@ -212,9 +212,11 @@ enum Command {
     /// heap@SITE for a lock on the heap), the call sites that waited and
     /// those that held (with the waiter-weighted delay they caused), seed
     /// 000's log2-cycle wait histogram, and the profiler's own health.
-    /// Every process of the tree gets its own profile. CMD's exit status is
-    /// lockmeter's (128+N if a signal killed it; SIGTERM and SIGHUP sent to
-    /// lockmeter are passed on to CMD, and lockmeter then ends of them).
+    /// Every process of the tree gets its own profile, a process CMD left
+    /// running too: lockmeter waits for it after CMD ends, and says so (^C
+    /// stops the wait). CMD's exit status is lockmeter's (128+N if a
+    /// signal killed it; SIGTERM and SIGHUP sent to lockmeter are passed
+    /// on to CMD, and lockmeter then ends of them).
     ///
     /// Examples:
     ///   lockmeter run -- ./server --threads 8

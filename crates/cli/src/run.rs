@@ -431,6 +431,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // they end it, and lockmeter still reports: killed at once, it left
     // CMD running and its profile unread.
     let forwarded = forward_to_child::install();
+    orphans::adopt();
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
     // (A caught signal is reset to the default by exec.)
@@ -493,6 +494,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     };
     forward_to_child::child_ended();
     let status = ended.and_then(|()| child.wait());
+    let orphans = if status.is_ok() { orphans::wait_for(&program.to_string_lossy(), previous.0 != libc::SIG_IGN) } else { orphans::Outcome::default() };
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, previous.0);
@@ -529,6 +531,13 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     drop(table); // detaches the program
     if let Some(signal) = status.signal() {
         say!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
+    }
+    if let Some(signal) = orphans.stopped_by {
+        // The wait for CMD's orphans was stopped: end of the signal, as a
+        // program that handles ^C does once it has done what it must.
+        forward_to_child::die_of(signal);
+    }
+    if let Some(signal) = status.signal() {
         if forward_to_child::received() == Some(signal) {
             // The signal was lockmeter's, passed on: end of it as CMD did,
             // as `timeout` does. A service manager then sees its stop
@@ -644,22 +653,166 @@ mod forward_to_child {
     }
 }
 
-/// Whether process `pid` (a child) has ended, leaving it unreaped;
-/// waits for it to end if `block`.
-fn ended_unreaped(pid: u32, block: bool) -> std::io::Result<bool> {
+/// Whether process `root` (a child) has ended, leaving it unreaped;
+/// waits for it to end if `block`. Other children that end meanwhile
+/// (processes of CMD's tree whose parent ended first, which come to
+/// lockmeter, see `orphans`) are reaped as they end.
+fn ended_unreaped(root: u32, block: bool) -> std::io::Result<bool> {
     loop {
         // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
-        // SAFETY: waitid on our own child, writing into `info`.
-        if unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) } == 0 {
+        // SAFETY: waitid on our own children, writing into `info`.
+        if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) } == 0 {
             // SAFETY: waitid filled `info` (si_pid stays 0 under WNOHANG
-            // when the child has not ended).
-            return Ok(unsafe { info.si_pid() } != 0);
+            // when no child has ended).
+            match unsafe { info.si_pid() } {
+                0 => return Ok(false),
+                pid if pid as u32 == root => return Ok(true),
+                // SAFETY: reaping a child that has ended.
+                orphan => unsafe {
+                    libc::waitpid(orphan, std::ptr::null_mut(), libc::WNOHANG);
+                },
+            }
+            continue;
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {
             return Err(error);
+        }
+    }
+}
+
+/// The processes CMD left running. lockmeter is the subreaper of CMD's
+/// tree: a process whose parent ends without waiting for it (a
+/// background job, a daemon's double fork) becomes lockmeter's child
+/// instead of init's, and lockmeter waits for it after CMD, so that its
+/// profile, written when it ends, is read with the others (without the
+/// wait it was written after lockmeter had reported and gone, and lost).
+mod orphans {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// The signals that stop the wait: ^C, and a stop sent to lockmeter.
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    /// After a stop, how long the processes the same signal reached (^C
+    /// goes to the whole foreground group) have to write their profiles
+    /// and end.
+    const GRACE: Duration = Duration::from_secs(1);
+    /// The signal that stopped the wait, 0 if none.
+    static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+
+    extern "C" fn stop(signal: libc::c_int) {
+        STOPPED_BY.store(signal, Ordering::SeqCst);
+    }
+
+    /// Makes lockmeter the reaper of the processes its children leave.
+    pub fn adopt() {
+        // SAFETY: prctl with integer arguments, changing only this process.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    }
+
+    /// How the wait ended.
+    #[derive(Default)]
+    pub struct Outcome {
+        /// The signal that stopped it, if one did.
+        pub stopped_by: Option<libc::c_int>,
+    }
+
+    /// Waits until every process CMD left running has ended, or a stop
+    /// signal came and the grace after it passed; says what it waits for,
+    /// and what it left. ^C stops it if `interrupt` (lockmeter was not
+    /// started with it ignored; `run` ignores it while CMD runs).
+    pub fn wait_for(program: &str, interrupt: bool) -> Outcome {
+        let waiting = children();
+        if waiting.is_empty() {
+            return Outcome::default();
+        }
+        // Caught before saying so: a ^C prompted by the line must count.
+        let previous = catch(interrupt);
+        say!(
+            "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too (^C stops the wait)",
+            described(&waiting)
+        );
+        let mut stop_seen: Option<Instant> = None;
+        while reap_ended() {
+            if STOPPED_BY.load(Ordering::SeqCst) != 0 && stop_seen.get_or_insert_with(Instant::now).elapsed() >= GRACE {
+                say!("lockmeter: warning: {} still running: not in this report", described(&children()));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        restore(&previous);
+        Outcome { stopped_by: Some(STOPPED_BY.load(Ordering::SeqCst)).filter(|&signal| signal != 0) }
+    }
+
+    /// Reaps every child that has ended; whether any is left.
+    fn reap_ended() -> bool {
+        loop {
+            // SAFETY: waitpid on our own children, without a status.
+            match unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } {
+                0 => return true,
+                pid if pid > 0 => continue,
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => return false, // ECHILD: none left
+            }
+        }
+    }
+
+    /// lockmeter's children, by pid and command name (from /proc).
+    fn children() -> Vec<(u32, String)> {
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let mut found: Vec<(u32, String)> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                // "pid (comm) state ppid ...": comm may hold spaces and ')'.
+                let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+                let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+                (ppid == me).then(|| (pid, name.to_string()))
+            })
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
+    fn described(processes: &[(u32, String)]) -> String {
+        let list: Vec<String> = processes.iter().map(|(pid, name)| format!("{name} (pid {pid})")).collect();
+        match list.len() {
+            1 => format!("1 process, {}", list[0]),
+            n => format!("{n} processes, {}", list.join(", ")),
+        }
+    }
+
+    /// Catches the stop signals (one lockmeter was started ignoring stays
+    /// ignored, as `nohup` asks; ^C unless `interrupt`); returns the
+    /// dispositions they replaced.
+    fn catch(interrupt: bool) -> [libc::sigaction; 3] {
+        STOPPED_BY.store(0, Ordering::SeqCst);
+        // SAFETY: zeroed sigaction structs are valid to pass, and `stop`
+        // only stores to an atomic.
+        unsafe {
+            let mut previous: [libc::sigaction; 3] = std::mem::zeroed();
+            for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
+                libc::sigaction(*signal, std::ptr::null(), previous);
+                let ignored = if *signal == libc::SIGINT { !interrupt } else { previous.sa_sigaction == libc::SIG_IGN };
+                if ignored {
+                    continue;
+                }
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = stop as extern "C" fn(libc::c_int) as usize;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(*signal, &action, std::ptr::null_mut());
+            }
+            previous
+        }
+    }
+
+    fn restore(previous: &[libc::sigaction; 3]) {
+        for (signal, previous) in SIGNALS.iter().zip(previous.iter()) {
+            // SAFETY: restoring a disposition read by sigaction(2).
+            unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
         }
     }
 }

@@ -341,6 +341,64 @@ fn every_process_of_a_tree_gets_its_own_profile() {
     one_line_error(&report("json"), 2, "one file");
 }
 
+/// A process CMD left running (its parent ended without waiting for it)
+/// is waited for, and its profile read with the others: it used to be
+/// written after lockmeter had reported and gone, and lost.
+#[test]
+fn a_process_cmd_left_running_is_waited_for_and_reported() {
+    let dir = scratch("orphan");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("orphan").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("has ended; waiting for 1 process, subjects (pid "), "{stderr}");
+    let parent = Profile::load(&dir.join("p.json")).unwrap();
+    let others: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p != &dir.join("p.json")).collect();
+    assert_eq!(others.len(), 1, "{others:?}; {stderr}");
+    let orphan = Profile::load(&others[0]).unwrap();
+    assert_eq!(orphan.ppid, parent.pid, "forked by CMD");
+    assert_eq!(lock(&orphan, "orphan_lock").counters.acquisitions, 5);
+}
+
+/// A daemon CMD leaves (a session of its own, which ^C does not reach)
+/// does not hold lockmeter: ^C stops the wait, lockmeter says what it
+/// left, writes the reports it has and ends of the signal.
+#[test]
+fn an_interrupt_stops_the_wait_for_a_daemon() {
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let dir = scratch("daemon");
+    let mut command = lockmeter();
+    command.args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("daemon");
+    // As from a terminal, whatever the test runner inherited.
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut daemon = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut daemon).unwrap();
+    let daemon: i32 = daemon.trim().parse().unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("waiting for") {
+        assert!(stderr.read_line(&mut said).unwrap() > 0, "{said}");
+    }
+    let stopped = std::time::Instant::now();
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    stderr.read_to_string(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    // SAFETY: the daemon is ours to end.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "{said}");
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{said}");
+    assert!(said.contains(&format!("subjects (pid {daemon}) still running: not in this report")), "{said}");
+    assert!(Profile::load(&dir.join("p.json")).is_ok(), "CMD's report is written: {said}");
+}
+
 #[test]
 fn exit_status_and_death_by_signal_pass_through() {
     let run = |args: &[&str]| lockmeter().arg("run").arg("--").arg(subjects()).args(args).output().unwrap();

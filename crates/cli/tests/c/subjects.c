@@ -226,6 +226,26 @@ static int child(void) {
     return 0;
 }
 
+/* orphan: the process exits at once, leaving a child that outlives it by
+ * 300 ms and then locks orphan_lock 5 times. daemon: the child starts a
+ * session of its own, prints its pid, lets go of the output and sleeps
+ * 20 s before doing the same (a daemon ^C does not reach). */
+pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int orphan(int daemon) {
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0;
+    if (daemon) {
+        setsid();
+        printf("%d\n", (int)getpid());
+        fflush(stdout);
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) return 1;
+    }
+    sleep_ms(daemon ? 20000 : 300);
+    for (int i = 0; i < 5; i++) { pthread_mutex_lock(&orphan_lock); pthread_mutex_unlock(&orphan_lock); }
+    return 0;
+}
+
 /* sem: 4 posts, 4 waits without waiting; then a thread waits 100 ms for a
  * post; then 2 failed trywaits. */
 static sem_t work_sem;
@@ -446,6 +466,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "cond")) return cond();
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
+    if (!strcmp(mode, "orphan")) return orphan(0);
+    if (!strcmp(mode, "daemon")) return orphan(1);
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "malloc_term")) return malloc_term();

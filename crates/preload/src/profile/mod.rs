@@ -90,6 +90,15 @@ static CONSTRUCTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 
 /// Called first by the library's constructor.
 pub fn library_constructed() {
+    output::note_parent();
+    // In every child forked from now on, profiled yet or not (the
+    // profiler's own fork handler comes with its start).
+    extern "C" fn note_parent_in_child() {
+        output::note_forked();
+    }
+    // SAFETY: registers a plain extern "C" function, which only calls
+    // getpid and touches atomics.
+    unsafe { libc::pthread_atfork(None, None, Some(note_parent_in_child)) };
     CONSTRUCTED.store(true, Release);
 }
 

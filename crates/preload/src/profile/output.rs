@@ -102,6 +102,12 @@ impl Settings {
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// The process id the current profiler belongs to (a forked child resets it).
 static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+/// The process that started this one (the `exec`'s parent, or the one
+/// that forked it), and the process it was noted in: a process whose
+/// parent ends without waiting for it gets a new one, and its profile
+/// still names the first.
+static PARENT_PID: AtomicU32 = AtomicU32::new(0);
+static PARENT_NOTED_IN: AtomicU32 = AtomicU32::new(0);
 /// The thread writing the profile now, or 0.
 static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
@@ -118,6 +124,32 @@ static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 fn pid() -> u32 {
     // SAFETY: always safe.
     unsafe { libc::getpid() as u32 }
+}
+
+/// Notes the calling process's parent at the library's start, before it
+/// can end.
+pub fn note_parent() {
+    // SAFETY: always safe.
+    PARENT_PID.store(unsafe { libc::getppid() } as u32, Relaxed);
+    PARENT_NOTED_IN.store(pid(), Relaxed);
+}
+
+/// In a forked child: the parent is the process the note was made in,
+/// whose pid the child inherited (getppid() here may already name a
+/// reaper: a parent that forks and exits can end before its child runs).
+pub fn note_forked() {
+    PARENT_PID.store(PARENT_NOTED_IN.load(Relaxed), Relaxed);
+    PARENT_NOTED_IN.store(pid(), Relaxed);
+}
+
+/// The parent noted in this process, or the current one (a child forked
+/// before the fork handler was registered inherits the parent's note).
+fn parent_pid() -> u32 {
+    if PARENT_NOTED_IN.load(Relaxed) == pid() {
+        return PARENT_PID.load(Relaxed);
+    }
+    // SAFETY: always safe.
+    unsafe { libc::getppid() as u32 }
 }
 
 /// Prints `lockmeter: message` on stderr and ends the process (exit 127,
@@ -808,8 +840,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         version: profile::VERSION,
         program: program(),
         pid: pid(),
-        // SAFETY: always safe.
-        ppid: unsafe { libc::getppid() } as u32,
+        ppid: parent_pid(),
         duration_ns,
         cycles_per_ns: units.0,
         mode: replacing.map_or_else(|| "profile".to_string(), |a| format!("replace:{}", a.name())),
