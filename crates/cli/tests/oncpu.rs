@@ -152,6 +152,23 @@ fn run_oncpu_hands_the_program_a_private_table() {
     let oncpu = profile.expect("a profile").oncpu.expect("the profile says how spins were decided");
     assert_eq!(oncpu.table, "handed", "through env(1): {oncpu:?}");
 
+    // A process of the tree that executes after its parent ended comes to
+    // lockmeter (the tree's subreaper), so its parent is lockmeter as
+    // CMD's is; the table, which records CMD, is still not its.
+    let subjects = subjects();
+    let file = subjects.with_file_name("orphan_hold.json");
+    let output = lockmeter(&["run", "--lock", "adaptive", "--oncpu", "--format", "json", "-o", file.to_str().unwrap(), "--", subjects.to_str().unwrap(), "orphan_hold"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let orphan = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p != &file && p.file_name().unwrap().to_string_lossy().starts_with("orphan_hold."))
+        .and_then(|p| Profile::load(&p).ok())
+        .expect("the orphan's profile");
+    let oncpu = orphan.oncpu.expect("adaptive served: the profile says");
+    assert_eq!(oncpu.table, "none", "{oncpu:?}");
+    assert!(oncpu.absent_because.as_deref().is_some_and(|w| w.contains("records the process lockmeter started")), "{oncpu:?}");
+
     // Nothing of the private table outlives the run.
     assert!(!Path::new(PIN_DIR).exists());
 

@@ -246,6 +246,18 @@ static int orphan(int daemon) {
     return 0;
 }
 
+/* orphan_hold: the process exits at once; its child waits until it has
+ * ended (the child then belongs to whoever reaps the tree's orphans) and
+ * executes this program in mode "hold". */
+static int orphan_hold(const char *self) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0;
+    while (getppid() == parent) sleep_ms(1);
+    execl(self, self, "hold", (char *)NULL);
+    _exit(127);
+}
+
 /* sem: 4 posts, 4 waits without waiting; then a thread waits 100 ms for a
  * post; then 2 failed trywaits. */
 static sem_t work_sem;
@@ -468,6 +480,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "daemon")) return orphan(1);
+    if (!strcmp(mode, "orphan_hold")) return orphan_hold(argv[0]);
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "malloc_term")) return malloc_term();

@@ -793,7 +793,17 @@ extern "C" fn constructor() {
     // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
     // is pinned system-wide: `adaptive` then spins exactly while the owner
     // runs. Without one, locks keep their fallback.
-    let installed = lockmeter_oncpu::install_from_environment();
+    // A handed table records the process `lockmeter run` started alone.
+    // Its parent is lockmeter, which the table's variable names; but a
+    // process of the tree whose parent ended comes to lockmeter too (the
+    // subreaper of the tree), and one that executes then would pass that
+    // check: the tree's root is what tells them apart.
+    let handed_elsewhere = output::env(lockmeter_oncpu::FD_ENV).is_some() && !output::is_tree_root();
+    let installed = if handed_elsewhere {
+        Err(lockmeter_oncpu::NotInstalled::OtherProcess)
+    } else {
+        lockmeter_oncpu::install_from_environment()
+    };
     let _ = ONCPU.set(match installed {
         Ok(lockmeter_oncpu::Origin::Handed(_)) => Ok("handed"),
         Ok(lockmeter_oncpu::Origin::Pinned) => Ok("pinned"),

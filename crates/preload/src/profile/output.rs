@@ -456,6 +456,13 @@ pub fn mark_root() {
     }
 }
 
+/// Whether this process is the root of the profiled tree (the process
+/// `lockmeter run` started, or one that process became by `exec`), after
+/// [`mark_root`]; true outside a profiled tree.
+pub fn is_tree_root() -> bool {
+    env("LOCKMETER_ROOT_PID").is_none_or(|root| root.trim() == pid().to_string())
+}
+
 /// Builds and writes the profile now.
 pub fn write_profile(reason: &str) {
     write_profile_as(reason, false);
