@@ -341,6 +341,34 @@ fn every_process_of_a_tree_gets_its_own_profile() {
     one_line_error(&report("json"), 2, "one file");
 }
 
+/// bash as CMD (a script) is the root of the tree, and profiled: bash
+/// exports its own getenv and setenv, and after the library's setenv (at
+/// start, marking the root) bash's getenv no longer saw the variables, so
+/// bash wrote no profile (and the report guessed it was statically
+/// linked).
+#[test]
+fn a_bash_script_as_cmd_is_profiled_with_its_children() {
+    let dir = scratch("bash");
+    let script = format!("printenv LOCKMETER_ROOT_PID; {} status 0; true", subjects().display());
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).args(["--", "bash", "-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let root = Profile::load(&dir.join("p.json")).unwrap_or_else(|e| panic!("bash's own profile: {e}; {stderr}"));
+    assert!(root.program.starts_with("bash"), "{}", root.program);
+    // Its children know the tree's root.
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), root.pid.to_string());
+    let children: Vec<Profile> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p != &dir.join("p.json"))
+        .map(|p| Profile::load(&p).unwrap())
+        .collect();
+    assert_eq!(children.len(), 2, "printenv and subjects; {stderr}");
+    assert!(children.iter().all(|c| c.ppid == root.pid), "{stderr}");
+    let child = children.iter().find(|c| c.program.contains("subjects")).unwrap();
+    assert_eq!(lock(&child, "status_lock").counters.acquisitions, 1);
+}
+
 /// A process CMD left running (its parent ended without waiting for it)
 /// is waited for, and its profile read with the others: it used to be
 /// written after lockmeter had reported and gone, and lost.

@@ -10,6 +10,8 @@
 
 mod capi;
 #[cfg(target_arch = "x86_64")]
+mod environment;
+#[cfg(target_arch = "x86_64")]
 pub mod profile;
 #[cfg(target_arch = "x86_64")]
 pub mod replace;

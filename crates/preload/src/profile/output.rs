@@ -39,14 +39,7 @@ const DYING_WRITE: Duration = Duration::from_secs(10);
 /// A `LOCKMETER_*` variable, read without allocating through std's
 /// environment lock (this may run inside the program's first lock call).
 pub fn env(name: &str) -> Option<String> {
-    let key = std::ffi::CString::new(name).ok()?;
-    // SAFETY: a NUL-terminated name; the result is copied at once.
-    let value = unsafe { libc::getenv(key.as_ptr()) };
-    if value.is_null() {
-        return None;
-    }
-    // SAFETY: getenv returns a NUL-terminated string.
-    let text = unsafe { std::ffi::CStr::from_ptr(value) }.to_string_lossy().into_owned();
+    let text = crate::environment::get(name)?.to_string_lossy().into_owned();
     (!text.is_empty()).then_some(text)
 }
 

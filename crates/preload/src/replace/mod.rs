@@ -54,11 +54,7 @@ pub fn algorithm() -> Option<Algorithm> {
 /// again before it is ready, and that call would lock again, without end.
 #[cold]
 fn decide() -> Option<Algorithm> {
-    // SAFETY: a NUL-terminated name; getenv neither allocates nor locks.
-    let value = unsafe { libc::getenv(c"LOCKMETER_LOCK".as_ptr()) };
-    // SAFETY: getenv returns NULL or a NUL-terminated string that lives as
-    // long as the environment entry.
-    let name = (!value.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(value) }.to_str().unwrap_or("?"));
+    let name = crate::environment::get("LOCKMETER_LOCK").map(|value| value.to_str().unwrap_or("?"));
     let chosen = name.filter(|name| !name.is_empty()).map(|name| match name.parse::<Algorithm>() {
         Ok(algorithm) => algorithm,
         Err(_) if name == "busted" => crate::profile::output::fatal(
