@@ -277,7 +277,10 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
         // pair (its unlock must learn atomically whether anyone sleeps);
         // cas-floor is those two alone.
         let floor = pair.points.iter().find(|p| p.lock == LockKind::CasFloor.name());
-        let below_the_floor = floor.filter(|floor| r > 0.85 && 0.85 * glibc.ns_per_pair < floor.ns_per_pair);
+        // Said only of a lock that sits on the floor itself (within 2%).
+        let below_the_floor = floor.filter(|floor| {
+            r > 0.85 && 0.85 * glibc.ns_per_pair < floor.ns_per_pair && ours.ns_per_pair <= 1.02 * floor.ns_per_pair
+        });
         if let Some(floor) = below_the_floor {
             let _ = write!(measured, "; 0.85x is {:.2} ns, under cas-floor's {:.2} ns", 0.85 * glibc.ns_per_pair, floor.ns_per_pair);
         }
@@ -306,8 +309,15 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                 let mut measured = format!("{} {best}", r.text(1.5, fast_enough));
                 // Where the best peer already runs past two thirds of the
                 // physical limit, 1.5x it is past the limit: no lock can.
+                // Said only of a miss no round met, by a lock that reached
+                // the 90% of the limit asked beside it (a lock far below
+                // the limit has its own miss to answer for).
                 let asked_of_the_limit = best_point.efficiency.map(|e| 1.5 * e).filter(|&share| share > 1.0);
-                let past_the_limit = !fast_enough(r.median) && asked_of_the_limit.is_some();
+                let within_spread = !fast_enough(r.median) && r.met_in_some_round(fast_enough);
+                let past_the_limit = !fast_enough(r.median)
+                    && !within_spread
+                    && p.efficiency.is_some_and(|e| e >= 0.9)
+                    && asked_of_the_limit.is_some();
                 if let (true, Some(share)) = (past_the_limit, asked_of_the_limit) {
                     let _ = write!(measured, "; 1.5x {best} is {:.0}% of the limit", 100.0 * share);
                 }
@@ -315,7 +325,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                     target: faster,
                     measured,
                     met: fast_enough(r.median),
-                    within_spread: !fast_enough(r.median) && r.met_in_some_round(fast_enough),
+                    within_spread,
                     past_the_limit,
                 });
                 let efficiency = p.efficiency.unwrap_or(0.0);
@@ -473,7 +483,7 @@ impl ScorecardReport {
         }
         let met = self.checks.iter().filter(|c| c.met).count();
         let _ = writeln!(out, "\n{met} of {} targets met", self.checks.len());
-        let close = self.checks.iter().filter(|c| c.within_spread).count();
+        let close = self.checks.iter().filter(|c| c.within_spread && !c.past_the_limit).count();
         if close > 0 {
             let _ = writeln!(
                 out,
@@ -684,6 +694,10 @@ mod tests {
         let check = &microsecond_checks(&far, &[(4000, 50)])[0];
         assert!(!check.met && !check.past_the_limit, "{check:?}");
         assert_eq!(check.measured, "1.200x std");
+        // Nor is it said for a lock short of 90% of the limit itself.
+        let short = report(vec![at_2("adaptive", 85.0, 0.85), at_2("std", 80.0, 0.80)]);
+        let check = &microsecond_checks(&short, &[(4000, 50)])[0];
+        assert!(!check.met && !check.past_the_limit, "{check:?}");
 
         let pair_of = |points: &[(&str, f64)]| {
             let machine = Machine::describe(&Calibration { iterations_per_ns: 1.0 });
@@ -693,9 +707,12 @@ mod tests {
                 .collect();
             PairReport { machine, workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points }
         };
-        let checks = pair_checks(&pair_of(&[("cas-floor", 9.3), ("adaptive", 9.6), ("glibc", 10.6)]));
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.5), ("adaptive", 9.6), ("glibc", 10.6)]));
         assert!(!checks[1].met && checks[1].past_the_limit, "{checks:?}");
-        assert_eq!(checks[1].measured, "0.906x glibc (10.60 ns); 0.85x is 9.01 ns, under cas-floor's 9.30 ns");
+        assert_eq!(checks[1].measured, "0.906x glibc (10.60 ns); 0.85x is 9.01 ns, under cas-floor's 9.50 ns");
+        // A lock well above the floor has its own cost to answer for.
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.5), ("adaptive", 10.0), ("glibc", 10.6)]));
+        assert!(!checks[1].met && !checks[1].past_the_limit, "{checks:?}");
         let checks = pair_checks(&pair_of(&[("cas-floor", 8.0), ("adaptive", 9.6), ("glibc", 10.6)]));
         assert!(!checks[1].met && !checks[1].past_the_limit, "a floor under the target: {checks:?}");
         let checks = pair_checks(&pair_of(&[("cas-floor", 9.3), ("adaptive", 8.5), ("glibc", 10.6)]));
@@ -749,5 +766,6 @@ mod tests {
         let table = report.table();
         assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no\u{2020} ")), "{table}");
         assert!(table.trim_end().lines().last().unwrap().starts_with("\u{2020} 1 past what any lock can do"), "{table}");
+        assert!(!table.contains("* 1 missed"), "a row is counted under one mark: {table}");
     }
 }

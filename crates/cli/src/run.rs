@@ -431,7 +431,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // they end it, and lockmeter still reports: killed at once, it left
     // CMD running and its profile unread.
     let forwarded = forward_to_child::install();
-    orphans::adopt();
+    // Children lockmeter has before CMD (from the process that executed
+    // it) are not CMD's: never waited for.
+    let foreign = orphans::adopt();
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
     // (A caught signal is reset to the default by exec.)
@@ -484,7 +486,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
                 // Polled, so the report follows CMD's end within 50 ms.
                 std::thread::sleep(Duration::from_millis(50));
                 if std::time::Instant::now() >= due {
-                    if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next() {
+                    if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next().filter(|p| p.as_ref().is_ok_and(|p| p.pid == root)) {
                         let _ = emit(&live, options, true);
                     }
                     next_dump = options.interval.map(|interval| due + interval);
@@ -493,8 +495,18 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
     };
     forward_to_child::child_ended();
+    // CMD stays unreaped while its orphans are waited for: its pid is not
+    // free for a process of the tree to take (and write its profile as
+    // the root's). A stop that came already (SIGTERM passed on to CMD, a
+    // ^C that ended CMD) stops the wait too.
+    let orphans = match ended {
+        Ok(()) => {
+            let stopped = forward_to_child::received().or_else(|| orphans::killed_by(root).filter(|&s| s == libc::SIGINT));
+            orphans::wait_for(&program.to_string_lossy(), root, &foreign, previous.0 != libc::SIG_IGN, stopped)
+        }
+        Err(_) => orphans::Outcome::default(),
+    };
     let status = ended.and_then(|()| child.wait());
-    let orphans = if status.is_ok() { orphans::wait_for(&program.to_string_lossy(), previous.0 != libc::SIG_IGN) } else { orphans::Outcome::default() };
     // SAFETY: restoring the dispositions saved above.
     unsafe {
         libc::signal(libc::SIGINT, previous.0);
@@ -706,10 +718,12 @@ mod orphans {
         STOPPED_BY.store(signal, Ordering::SeqCst);
     }
 
-    /// Makes lockmeter the reaper of the processes its children leave.
-    pub fn adopt() {
+    /// Makes lockmeter the reaper of the processes its children leave;
+    /// returns the children it has already (not CMD's).
+    pub fn adopt() -> Vec<u32> {
         // SAFETY: prctl with integer arguments, changing only this process.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        children().into_iter().map(|(pid, _, _)| pid).collect()
     }
 
     /// How the wait ended.
@@ -719,58 +733,84 @@ mod orphans {
         pub stopped_by: Option<libc::c_int>,
     }
 
+    /// The signal that killed child `pid`, which has ended and is left
+    /// unreaped.
+    pub fn killed_by(pid: u32) -> Option<libc::c_int> {
+        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child, leaving it unreaped.
+        let peeked = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG) } == 0;
+        // SAFETY: waitid filled `info`.
+        let (code, status) = unsafe { (info.si_code, info.si_status()) };
+        (peeked && (code == libc::CLD_KILLED || code == libc::CLD_DUMPED)).then_some(status)
+    }
+
     /// Waits until every process CMD left running has ended, or a stop
-    /// signal came and the grace after it passed; says what it waits for,
-    /// and what it left. ^C stops it if `interrupt` (lockmeter was not
-    /// started with it ignored; `run` ignores it while CMD runs).
-    pub fn wait_for(program: &str, interrupt: bool) -> Outcome {
-        let waiting = children();
-        if waiting.is_empty() {
-            return Outcome::default();
-        }
+    /// signal came (or `stopped`, one that came before) and the grace
+    /// after it passed; says what it waits for, and what it left. ^C
+    /// stops it if `interrupt` (lockmeter was not started with it ignored;
+    /// `run` ignores it while CMD runs). `root`, CMD, and the `foreign`
+    /// children are not waited for, and `root` is left unreaped.
+    pub fn wait_for(program: &str, root: u32, foreign: &[u32], interrupt: bool, stopped: Option<libc::c_int>) -> Outcome {
         // Caught before saying so: a ^C prompted by the line must count.
-        let previous = catch(interrupt);
-        say!(
-            "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too (^C stops the wait)",
-            described(&waiting)
-        );
-        let mut stop_seen: Option<Instant> = None;
-        while reap_ended() {
-            if STOPPED_BY.load(Ordering::SeqCst) != 0 && stop_seen.get_or_insert_with(Instant::now).elapsed() >= GRACE {
-                say!("lockmeter: warning: {} still running: not in this report", described(&children()));
-                break;
+        let previous = catch(interrupt, stopped);
+        let left_running = || -> Vec<(u32, String)> {
+            reap_ended(root, foreign);
+            children()
+                .into_iter()
+                .filter(|(pid, _, state)| *pid != root && !foreign.contains(pid) && *state != 'Z')
+                .map(|(pid, name, _)| (pid, name))
+                .collect()
+        };
+        let waiting = left_running();
+        if !waiting.is_empty() {
+            say!(
+                "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too (^C stops the wait)",
+                described(&waiting)
+            );
+            let mut stop_seen: Option<Instant> = None;
+            loop {
+                let left = left_running();
+                if left.is_empty() {
+                    break;
+                }
+                if STOPPED_BY.load(Ordering::SeqCst) != 0 && stop_seen.get_or_insert_with(Instant::now).elapsed() >= GRACE {
+                    say!("lockmeter: warning: {} still running: not in this report", described(&left));
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         restore(&previous);
-        Outcome { stopped_by: Some(STOPPED_BY.load(Ordering::SeqCst)).filter(|&signal| signal != 0) }
+        let stopped_by = Some(STOPPED_BY.load(Ordering::SeqCst)).filter(|&signal| signal != 0);
+        Outcome { stopped_by: stopped_by.filter(|_| !waiting.is_empty()) }
     }
 
-    /// Reaps every child that has ended; whether any is left.
-    fn reap_ended() -> bool {
-        loop {
-            // SAFETY: waitpid on our own children, without a status.
-            match unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } {
-                0 => return true,
-                pid if pid > 0 => continue,
-                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => continue,
-                _ => return false, // ECHILD: none left
+    /// Reaps every child that has ended but `root` (and the `foreign`
+    /// ones, which are not lockmeter's to reap).
+    fn reap_ended(root: u32, foreign: &[u32]) {
+        for (pid, _, state) in children() {
+            if state == 'Z' && pid != root && !foreign.contains(&pid) {
+                // SAFETY: reaping our own child, which has ended.
+                unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
             }
         }
     }
 
-    /// lockmeter's children, by pid and command name (from /proc).
-    fn children() -> Vec<(u32, String)> {
+    /// lockmeter's children: pid, command name and state (from /proc).
+    fn children() -> Vec<(u32, String, char)> {
         let me = std::process::id();
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        let mut found: Vec<(u32, String)> = entries
+        let mut found: Vec<(u32, String, char)> = entries
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .filter_map(|pid| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                 // "pid (comm) state ppid ...": comm may hold spaces and ')'.
                 let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
-                let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
-                (ppid == me).then(|| (pid, name.to_string()))
+                let mut fields = rest.split_whitespace();
+                let state = fields.next()?.chars().next()?;
+                let ppid: u32 = fields.next()?.parse().ok()?;
+                (ppid == me).then(|| (pid, name.to_string(), state))
             })
             .collect();
         found.sort_unstable();
@@ -786,10 +826,10 @@ mod orphans {
     }
 
     /// Catches the stop signals (one lockmeter was started ignoring stays
-    /// ignored, as `nohup` asks; ^C unless `interrupt`); returns the
-    /// dispositions they replaced.
-    fn catch(interrupt: bool) -> [libc::sigaction; 3] {
-        STOPPED_BY.store(0, Ordering::SeqCst);
+    /// ignored, as `nohup` asks; ^C unless `interrupt`), counting
+    /// `stopped` as come; returns the dispositions they replaced.
+    fn catch(interrupt: bool, stopped: Option<libc::c_int>) -> [libc::sigaction; 3] {
+        STOPPED_BY.store(stopped.unwrap_or(0), Ordering::SeqCst);
         // SAFETY: zeroed sigaction structs are valid to pass, and `stop`
         // only stores to an atomic.
         unsafe {

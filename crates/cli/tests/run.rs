@@ -366,7 +366,7 @@ fn a_bash_script_as_cmd_is_profiled_with_its_children() {
     assert_eq!(children.len(), 2, "printenv and subjects; {stderr}");
     assert!(children.iter().all(|c| c.ppid == root.pid), "{stderr}");
     let child = children.iter().find(|c| c.program.contains("subjects")).unwrap();
-    assert_eq!(lock(&child, "status_lock").counters.acquisitions, 1);
+    assert_eq!(lock(child, "status_lock").counters.acquisitions, 1);
 }
 
 /// A process CMD left running (its parent ended without waiting for it)
@@ -425,6 +425,49 @@ fn an_interrupt_stops_the_wait_for_a_daemon() {
     assert_eq!(status.signal(), Some(libc::SIGINT), "{said}");
     assert!(said.contains(&format!("subjects (pid {daemon}) still running: not in this report")), "{said}");
     assert!(Profile::load(&dir.join("p.json")).is_ok(), "CMD's report is written: {said}");
+}
+
+/// A SIGTERM passed on to CMD is also the stop of the wait for what CMD
+/// leaves (it waited on for a second signal); children lockmeter had
+/// before CMD, from the process that executed it, are not waited for.
+#[test]
+fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::ExitStatusExt;
+    let script = format!("{} daemon; sleep 20 >/dev/null 2>&1", subjects().display());
+    let mut child = lockmeter()
+        .args(["run", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut daemon = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut daemon).unwrap();
+    let daemon: i32 = daemon.trim().parse().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stopped = std::time::Instant::now();
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut said = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    let left: Vec<i32> = said.split("(pid ").skip(1).filter_map(|rest| rest.split(')').next()?.parse().ok()).collect();
+    for pid in &left {
+        // SAFETY: ending the processes the test started (the daemon, sh's sleep).
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(left.contains(&daemon), "{said}");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{said}");
+    assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "{said}");
+    assert!(said.contains("still running: not in this report"), "{said}");
+
+    let started = std::time::Instant::now();
+    let command = format!("sleep 3 >/dev/null 2>&1 & exec {} run -- true", env!("CARGO_BIN_EXE_lockmeter"));
+    let output = Command::new("sh").args(["-c", &command]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(!said.contains("waiting for"), "{said}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
 #[test]

@@ -93,12 +93,15 @@ pub fn library_constructed() {
     output::note_parent();
     // In every child forked from now on, profiled yet or not (the
     // profiler's own fork handler comes with its start).
+    extern "C" fn note_forking() {
+        output::note_forking();
+    }
     extern "C" fn note_parent_in_child() {
         output::note_forked();
     }
-    // SAFETY: registers a plain extern "C" function, which only calls
-    // getpid and touches atomics.
-    unsafe { libc::pthread_atfork(None, None, Some(note_parent_in_child)) };
+    // SAFETY: registers plain extern "C" functions, which only call
+    // getpid and touch atomics.
+    unsafe { libc::pthread_atfork(Some(note_forking), None, Some(note_parent_in_child)) };
     CONSTRUCTED.store(true, Release);
 }
 

@@ -101,6 +101,8 @@ static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 /// still names the first.
 static PARENT_PID: AtomicU32 = AtomicU32::new(0);
 static PARENT_NOTED_IN: AtomicU32 = AtomicU32::new(0);
+/// The process forking now (set before `fork`, read in the child).
+static FORKING_PID: AtomicU32 = AtomicU32::new(0);
 /// The thread writing the profile now, or 0.
 static WRITER: AtomicU32 = AtomicU32::new(0);
 static FINISHED: AtomicBool = AtomicBool::new(false);
@@ -127,11 +129,17 @@ pub fn note_parent() {
     PARENT_NOTED_IN.store(pid(), Relaxed);
 }
 
-/// In a forked child: the parent is the process the note was made in,
-/// whose pid the child inherited (getppid() here may already name a
-/// reaper: a parent that forks and exits can end before its child runs).
+/// Before a fork, in the forking process: its pid, which the child
+/// inherits.
+pub fn note_forking() {
+    FORKING_PID.store(pid(), Relaxed);
+}
+
+/// In a forked child: the parent is the process that noted itself
+/// forking (getppid() here may already name a reaper: a parent that
+/// forks and exits can end before its child runs).
 pub fn note_forked() {
-    PARENT_PID.store(PARENT_NOTED_IN.load(Relaxed), Relaxed);
+    PARENT_PID.store(FORKING_PID.load(Relaxed), Relaxed);
     PARENT_NOTED_IN.store(pid(), Relaxed);
 }
 
