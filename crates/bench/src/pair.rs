@@ -1,6 +1,7 @@
 //! `pair`: what one uncontended lock+unlock pair costs, the price every
-//! acquisition pays before any contention (the first target, and
-//! the floor a bare test-and-set sets beside it).
+//! acquisition pays before any contention (a performance target of
+//! `adaptive`), beside the floors: a bare test-and-set (one locked
+//! instruction) and cas-floor (the two every lock that can sleep pays).
 //!
 //! One thread, no waiters: the number is the fast path alone, so it moves
 //! with the machine's moment more than the contended workloads do. Every

@@ -32,7 +32,7 @@ pub enum WorkloadName {
     Sem,
     /// Seed 000/002's test-mutex "V": create and unlink entries in one shared directory.
     Dir,
-    /// One thread, no contention: ns per lock+unlock pair, beside a bare test-and-set.
+    /// One thread, no contention: ns per lock+unlock pair, beside the floors (tas-floor, cas-floor).
     Pair,
     /// Every performance target of `adaptive`, measured here and judged (the README's runs in one go).
     Scorecard,
@@ -190,7 +190,11 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
-    let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
+    let table = || {
+        let smoke = if o.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
+        format!("{smoke}{}", report.table())
+    };
+    let text = render_as(o.format, table, || report.csv(), || serde_json::to_string_pretty(&report))?;
     emit(&text, o.output.as_deref())
 }
 

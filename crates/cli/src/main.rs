@@ -170,8 +170,10 @@ enum Command {
         /// kernel's locks, as the original test-mutex did).
         #[arg(long, value_name = "PATH")]
         fs: Option<std::path::PathBuf>,
-        /// A sub-second smoke run (1 repeat of 20 ms, threads 1,4, P=1000 D=8
-        /// unless given): checks the output, measures nothing worth quoting.
+        /// A smoke run: checks the output, measures nothing worth quoting
+        /// (1 repeat of 20 ms, threads 1,4, P=1000 D=8 unless given: under
+        /// a second; pair: 5 ms rounds; scorecard: its experiments at 1-64
+        /// threads, 20 ms runs, 50 ms fairness runs, about 10 s).
         #[arg(long)]
         quick: bool,
         /// Pin worker i to the (i mod n)-th CPU this process may use (for
