@@ -494,10 +494,12 @@ mod tests {
         assert!(outcome.per_thread_min > 0 && outcome.spin.is_some());
     }
 
+    /// Caught within a few short runs: a machine busy with other work
+    /// (a build beside the tests) can keep the threads from overlapping
+    /// for all of one 300 ms run.
     #[test]
     fn the_busted_lock_is_caught() {
-        let outcome = quick(Subject::Busted, 7);
-        let violation = outcome.violation.expect("busted must be caught");
+        let violation = (7..12).find_map(|seed| quick(Subject::Busted, seed).violation).expect("busted must be caught");
         assert!(violation.starts_with("exclusion"), "{violation}");
     }
 }
