@@ -426,6 +426,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // to both); lockmeter stays to report.
     // SAFETY: setting dispositions of this process to "ignore".
     let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    // With SIGCHLD ignored (inherited across exec) the kernel reaps the
+    // children itself and waitid finds none: lockmeter must see them end.
+    // SAFETY: setting this process's disposition to the default.
+    let previous_chld = unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
     // SIGTERM and SIGHUP, sent to lockmeter alone (`kill`, a service
     // manager, a closed terminal), are passed on to CMD, which ends as
     // they end it, and lockmeter still reports: killed at once, it left
@@ -442,6 +446,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         command.pre_exec(move || {
             libc::signal(libc::SIGINT, previous.0);
             libc::signal(libc::SIGQUIT, previous.1);
+            libc::signal(libc::SIGCHLD, previous_chld);
             forward_to_child::restore_in_child(&forwarded);
             Ok(())
         });
@@ -501,7 +506,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // ^C that ended CMD) stops the wait too.
     let orphans = match ended {
         Ok(()) => {
-            let stopped = forward_to_child::received().or_else(|| orphans::killed_by(root).filter(|&s| s == libc::SIGINT));
+            // A stop counts only if it ended CMD (one CMD survived is no stop).
+            let stopped = orphans::killed_by(root).filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s));
             orphans::wait_for(&program.to_string_lossy(), root, &foreign, previous.0 != libc::SIG_IGN, stopped)
         }
         Err(_) => orphans::Outcome::default(),
@@ -723,7 +729,7 @@ mod orphans {
     pub fn adopt() -> Vec<u32> {
         // SAFETY: prctl with integer arguments, changing only this process.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        children().into_iter().map(|(pid, _, _)| pid).collect()
+        children().into_iter().map(|(pid, _)| pid).collect()
     }
 
     /// How the wait ended.
@@ -754,24 +760,26 @@ mod orphans {
     pub fn wait_for(program: &str, root: u32, foreign: &[u32], interrupt: bool, stopped: Option<libc::c_int>) -> Outcome {
         // Caught before saying so: a ^C prompted by the line must count.
         let previous = catch(interrupt, stopped);
+        // Reaps what has ended and returns the rest. Ended is what waitid
+        // says, not the /proc state: a process whose main thread exited
+        // reads as a zombie while its other threads run.
         let left_running = || -> Vec<(u32, String)> {
-            reap_ended(root, foreign);
-            children()
-                .into_iter()
-                .filter(|(pid, _, state)| *pid != root && !foreign.contains(pid) && *state != 'Z')
-                .map(|(pid, name, _)| (pid, name))
-                .collect()
+            children().into_iter().filter(|(pid, _)| *pid != root && !foreign.contains(pid) && !reaped(*pid)).collect()
         };
         let waiting = left_running();
         if !waiting.is_empty() {
+            let stop = if interrupt { "^C stops the wait" } else { "SIGTERM stops the wait" };
             say!(
-                "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too (^C stops the wait)",
+                "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too ({stop})",
                 described(&waiting)
             );
             let mut stop_seen: Option<Instant> = None;
             loop {
                 let left = left_running();
-                if left.is_empty() {
+                // Twice empty: a process whose parent exits while one scan
+                // of /proc reads them both may be missed by that scan (it
+                // was read with the old parent), never by the next.
+                if left.is_empty() && left_running().is_empty() {
                     break;
                 }
                 if STOPPED_BY.load(Ordering::SeqCst) != 0 && stop_seen.get_or_insert_with(Instant::now).elapsed() >= GRACE {
@@ -786,31 +794,28 @@ mod orphans {
         Outcome { stopped_by: stopped_by.filter(|_| !waiting.is_empty()) }
     }
 
-    /// Reaps every child that has ended but `root` (and the `foreign`
-    /// ones, which are not lockmeter's to reap).
-    fn reap_ended(root: u32, foreign: &[u32]) {
-        for (pid, _, state) in children() {
-            if state == 'Z' && pid != root && !foreign.contains(&pid) {
-                // SAFETY: reaping our own child, which has ended.
-                unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), libc::WNOHANG) };
-            }
-        }
+    /// Whether child `pid` has ended: if so it is reaped.
+    fn reaped(pid: u32) -> bool {
+        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child; si_pid stays 0 while it runs.
+        let waited = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG) } == 0;
+        // SAFETY: waitid filled `info`.
+        !waited || unsafe { info.si_pid() } != 0
     }
 
-    /// lockmeter's children: pid, command name and state (from /proc).
-    fn children() -> Vec<(u32, String, char)> {
+    /// lockmeter's children: pid and command name (from /proc).
+    fn children() -> Vec<(u32, String)> {
         let me = std::process::id();
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        let mut found: Vec<(u32, String, char)> = entries
+        let mut found: Vec<(u32, String)> = entries
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
             .filter_map(|pid| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                 // "pid (comm) state ppid ...": comm may hold spaces and ')'.
                 let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
-                let mut fields = rest.split_whitespace();
-                let state = fields.next()?.chars().next()?;
-                let ppid: u32 = fields.next()?.parse().ok()?;
-                (ppid == me).then(|| (pid, name.to_string(), state))
+                let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+                (ppid == me).then(|| (pid, name.to_string()))
             })
             .collect();
         found.sort_unstable();

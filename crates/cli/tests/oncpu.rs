@@ -152,6 +152,14 @@ fn run_oncpu_hands_the_program_a_private_table() {
     let oncpu = profile.expect("a profile").oncpu.expect("the profile says how spins were decided");
     assert_eq!(oncpu.table, "handed", "through env(1): {oncpu:?}");
 
+    // bash as CMD takes it too (bash's own getenv, which std's reads go
+    // through, found nothing once the library had set a variable).
+    let file = subjects().with_file_name("bash.json");
+    let output = lockmeter(&["run", "--lock", "adaptive", "--oncpu", "--format", "json", "-o", file.to_str().unwrap(), "--", "bash", "-c", "true"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let oncpu = Profile::load(&file).expect("bash's profile").oncpu.expect("adaptive served: the profile says");
+    assert_eq!(oncpu.table, "handed", "{oncpu:?}");
+
     // A process of the tree that executes after its parent ended comes to
     // lockmeter (the tree's subreaper), so its parent is lockmeter as
     // CMD's is; the table, which records CMD, is still not its.

@@ -232,6 +232,24 @@ static int child(void) {
  * 20 s before doing the same (a daemon ^C does not reach). */
 pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void *orphan_thread(void *arg) {
+    (void)arg;
+    sleep_ms(300);
+    for (int i = 0; i < 5; i++) { pthread_mutex_lock(&orphan_lock); pthread_mutex_unlock(&orphan_lock); }
+    exit(0);
+}
+
+/* orphan_thread: as orphan, but the child's main thread exits at once and
+ * a second thread does the work (the process then reads as a zombie in
+ * /proc while it runs). */
+static int orphan_main_exits(void) {
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0;
+    pthread_t t;
+    pthread_create(&t, NULL, orphan_thread, NULL);
+    pthread_exit(NULL);
+}
+
 static int orphan(int daemon) {
     pid_t pid = fork();
     if (pid != 0) return pid < 0;
@@ -479,6 +497,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "orphan")) return orphan(0);
+    if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();
     if (!strcmp(mode, "daemon")) return orphan(1);
     if (!strcmp(mode, "orphan_hold")) return orphan_hold(argv[0]);
     if (!strcmp(mode, "sem")) return sem();

@@ -775,24 +775,11 @@ pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
 }
 
 extern "C" fn constructor() {
-    output::mark_root();
-    // The profiler starts here, not in whichever lock call comes first:
-    // an allocator may lock a pthread mutex inside an allocation (jemalloc
-    // does), and starting there would allocate inside the allocator while
-    // it holds its mutex. Lock calls made while it starts are forwarded.
-    super::library_constructed();
-    let _ = active();
-    // The lock library forgets its cached thread id in a child of fork
-    // through a handler it registers at its first lookup of the id. Looked
-    // up first inside a fork (a program's prepare handler taking a lock),
-    // the handler missed that fork and the child kept the parent's id (a
-    // `pi` child aborted); child handlers run in the order registered, so
-    // it also has to come before replace mode's, which reads the id.
-    let _ = lockmeter_locks::current_tid();
-    crate::replace::register_fork_handler();
     // The on-CPU table, when `lockmeter run --oncpu` handed one over or one
     // is pinned system-wide: `adaptive` then spins exactly while the owner
-    // runs. Without one, locks keep their fallback.
+    // runs. Without one, locks keep their fallback. Read before anything
+    // here sets a variable: bash's getenv, which std's reads go through,
+    // finds nothing after a setenv made before bash's main.
     // A handed table records the process `lockmeter run` started alone.
     // Its parent is lockmeter, which the table's variable names; but a
     // process of the tree whose parent ended comes to lockmeter too (the
@@ -809,6 +796,21 @@ extern "C" fn constructor() {
         Ok(lockmeter_oncpu::Origin::Pinned) => Ok("pinned"),
         Err(why) => Err(why.to_string()),
     });
+    output::mark_root();
+    // The profiler starts here, not in whichever lock call comes first:
+    // an allocator may lock a pthread mutex inside an allocation (jemalloc
+    // does), and starting there would allocate inside the allocator while
+    // it holds its mutex. Lock calls made while it starts are forwarded.
+    super::library_constructed();
+    let _ = active();
+    // The lock library forgets its cached thread id in a child of fork
+    // through a handler it registers at its first lookup of the id. Looked
+    // up first inside a fork (a program's prepare handler taking a lock),
+    // the handler missed that fork and the child kept the parent's id (a
+    // `pi` child aborted); child handlers run in the order registered, so
+    // it also has to come before replace mode's, which reads the id.
+    let _ = lockmeter_locks::current_tid();
+    crate::replace::register_fork_handler();
 }
 
 /// Which on-CPU table the constructor installed, or why none.
