@@ -359,7 +359,8 @@ pub fn preload_with(library: &Path) -> OsString {
     value
 }
 
-fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failure> {
+/// Renders `profile` to --output (the file it went to, if one) or stderr.
+fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<PathBuf>, Failure> {
     let bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
     match &options.output {
         // A device or descriptor takes every process's report in turn,
@@ -372,14 +373,18 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<(), Failu
                 output.display(),
                 format!("{:?}", options.rendering.format).to_lowercase()
             );
-            Ok(())
+            Ok(None)
         }
-        Some(output) => write_atomically(&output_for(output, profile.pid, root), &bytes).map_err(Failure::runtime),
+        Some(output) => {
+            let file = output_for(output, profile.pid, root);
+            write_atomically(&file, &bytes).map_err(Failure::runtime)?;
+            Ok(Some(file))
+        }
         None => {
             use std::io::Write as _;
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(&bytes);
-            Ok(())
+            Ok(None)
         }
     }
 }
@@ -534,16 +539,23 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // but the other processes' reports and the program's status still
     // come out.
     let mut unwritten = false;
+    let mut written = Vec::new();
     for profile in &profiles {
         match profile {
-            Ok(profile) => {
-                if let Err(failure) = emit(profile, options, profile.pid == root) {
+            Ok(profile) => match emit(profile, options, profile.pid == root) {
+                Ok(file) => written.extend(file),
+                Err(failure) => {
                     say!("lockmeter: error: {}", failure.message);
                     unwritten = true;
                 }
-            }
+            },
             Err(e) => say!("lockmeter: warning: {e}"),
         }
+    }
+    if written.len() > 1 {
+        // Say where the other processes' reports went.
+        let files: Vec<String> = written.iter().map(|f| f.display().to_string()).collect();
+        say!("lockmeter: {} reports written: {}", files.len(), files.join(", "));
     }
     drop(scratch);
     drop(table); // detaches the program

@@ -320,6 +320,8 @@ fn every_process_of_a_tree_gets_its_own_profile() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let parent = Profile::load(&dir.join("p.json")).unwrap();
     assert_eq!(lock(&parent, "parent_lock").counters.acquisitions, 2);
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains(&format!("2 reports written: {}, ", dir.join("p.json").display())), "where they went: {said}");
     let others: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p != &dir.join("p.json")).collect();
     assert_eq!(others.len(), 1, "{others:?}");
     let child = Profile::load(&others[0]).unwrap();
