@@ -57,6 +57,10 @@ pub struct Check {
     /// `measured` names.
     #[serde(default)]
     pub past_the_limit: bool,
+    /// None of the thread counts it names ran (not in --threads): neither
+    /// met nor missed, and left out of the count.
+    #[serde(default)]
+    pub not_measured: bool,
 }
 
 /// A finished scorecard: the JSON contract.
@@ -240,7 +244,7 @@ fn judged(target: String, ratios: &[(usize, Ratio)], threshold: f64, meets: impl
     let met = !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median));
     let within_spread =
         !met && !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median) || r.met_in_some_round(&meets));
-    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread, past_the_limit: false }
+    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread, past_the_limit: false, not_measured: ratios.is_empty() }
 }
 
 /// A ratio with three decimals: with two, a miss next to its threshold
@@ -268,6 +272,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
             met: r <= 1.0,
             within_spread: false,
             past_the_limit: false,
+            not_measured: false,
         });
     }
     if let (Some(ours), Some(glibc)) = (ours, glibc) {
@@ -290,6 +295,7 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
             met: r <= 0.85,
             within_spread: false,
             past_the_limit: below_the_floor.is_some(),
+            not_measured: false,
         });
     }
     checks
@@ -327,6 +333,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                     met: fast_enough(r.median),
                     within_spread,
                     past_the_limit,
+                    not_measured: false,
                 });
                 let efficiency = p.efficiency.unwrap_or(0.0);
                 checks.push(Check {
@@ -335,6 +342,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                     met: efficiency >= 0.9,
                     within_spread: false,
                     past_the_limit: false,
+                    not_measured: false,
                 });
             }
             _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
@@ -351,7 +359,7 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
 
 /// A target none of whose thread counts ran: listed, and not met.
 fn not_measured(target: String) -> Check {
-    Check { target, measured: NOT_MEASURED.into(), met: false, within_spread: false, past_the_limit: false }
+    Check { target, measured: NOT_MEASURED.into(), met: false, within_spread: false, past_the_limit: false, not_measured: true }
 }
 
 /// `adaptive` >= `floor` x the best peer at every thread count.
@@ -389,6 +397,7 @@ fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
                 // (The spread is of the median run alone.)
                 within_spread: !met && spread <= 10.0 && r.met_in_some_round(fast_enough),
                 past_the_limit: false,
+                not_measured: false,
             }
         })
         .collect()
@@ -434,6 +443,7 @@ fn tail_checks(micro: &Report) -> Vec<Check> {
                 met: ours.wait_ns.p99 <= best.wait_ns.p99,
                 within_spread: false,
                 past_the_limit: false,
+                not_measured: false,
             }
         })
         .collect()
@@ -474,6 +484,7 @@ impl ScorecardReport {
         let _ = writeln!(out, "{:<width$}{:<5}measured", "target", "met");
         for check in &self.checks {
             let verdict = match (check.met, check.past_the_limit, check.within_spread) {
+                _ if check.not_measured => "n/a",
                 (true, _, _) => "yes",
                 (false, true, _) => "no\u{2020}",
                 (false, false, true) => "no*",
@@ -482,7 +493,12 @@ impl ScorecardReport {
             let _ = writeln!(out, "{:<width$}{verdict:<5}{}", check.target, check.measured);
         }
         let met = self.checks.iter().filter(|c| c.met).count();
-        let _ = writeln!(out, "\n{met} of {} targets met", self.checks.len());
+        let unmeasured = self.checks.iter().filter(|c| c.not_measured).count();
+        match unmeasured {
+            0 => writeln!(out, "\n{met} of {} targets met", self.checks.len()),
+            n => writeln!(out, "\n{met} of {} measured targets met ({n} not measured here: n/a)", self.checks.len() - n),
+        }
+        .ok();
         let close = self.checks.iter().filter(|c| c.within_spread && !c.past_the_limit).count();
         if close > 0 {
             let _ = writeln!(
@@ -504,15 +520,16 @@ impl ScorecardReport {
 
     /// One row per target.
     pub fn csv(&self) -> String {
-        let mut out = String::from("target,met,within_spread,past_the_limit,measured\n");
+        let mut out = String::from("target,met,within_spread,past_the_limit,not_measured,measured\n");
         for check in &self.checks {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{}",
+                "{},{},{},{},{},{}",
                 quoted(&check.target),
                 check.met,
                 check.within_spread,
                 check.past_the_limit,
+                check.not_measured,
                 quoted(&check.measured)
             );
         }
@@ -744,8 +761,9 @@ mod tests {
                 met: true,
                 within_spread: false,
                 past_the_limit: false,
+                not_measured: false,
             },
-            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false, past_the_limit: false },
+            Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false, past_the_limit: false, not_measured: false },
         ];
         let mut report = ScorecardReport { machine, checks, reports: vec![], pair };
         let table = report.table();
@@ -754,7 +772,7 @@ mod tests {
         assert!(table.trim_end().ends_with("1 of 2 targets met"), "{table}");
         assert_eq!(
             report.csv(),
-            "target,met,within_spread,past_the_limit,measured\nsem: >= 0.97x the best peer at every count,true,false,false,0.998x@2\n\"a target, with a comma\",false,false,false,\"1.0x \"\"quoted\"\"\"\n"
+            "target,met,within_spread,past_the_limit,not_measured,measured\nsem: >= 0.97x the best peer at every count,true,false,false,false,0.998x@2\n\"a target, with a comma\",false,false,false,false,\"1.0x \"\"quoted\"\"\"\n"
         );
         // A miss inside the rounds' spread is marked, and counted below.
         report.checks[1].within_spread = true;
@@ -767,5 +785,10 @@ mod tests {
         assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no\u{2020} ")), "{table}");
         assert!(table.trim_end().lines().last().unwrap().starts_with("\u{2020} 1 past what any lock can do"), "{table}");
         assert!(!table.contains("* 1 missed"), "a row is counted under one mark: {table}");
+        // A target not measured is neither met nor missed.
+        report.checks[1] = not_measured("a target of 1024 threads".into());
+        let table = report.table();
+        assert!(table.lines().any(|l| l.starts_with("a target of 1024") && l.contains(" n/a ")), "{table}");
+        assert!(table.contains("1 of 1 measured targets met (1 not measured here: n/a)"), "{table}");
     }
 }

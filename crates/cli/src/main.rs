@@ -103,11 +103,11 @@ enum Command {
     /// against each other), and reads no* if some round met it wherever it
     /// missed: within the run-to-run spread, which more rounds settle; no†
     /// if no lock could meet it here (past the workload's physical limit,
-    /// or under cas-floor for the pair). There
-    /// --seconds sets the workloads' runs (the fairness runs last 3 s, the
-    /// pair's at most 100 ms) and --repeat the runs per point and the
-    /// pair's rounds; a target whose thread counts are not in --threads
-    /// reads "not measured".
+    /// or under cas-floor for the pair). In the scorecard --seconds sets
+    /// the workloads' runs (the fairness runs last 3 s, the pair's at most
+    /// 100 ms) and --repeat the runs per point and the pair's rounds; a
+    /// target whose thread counts are not in --threads reads n/a and is
+    /// not counted.
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
