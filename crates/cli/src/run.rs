@@ -540,8 +540,15 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // come out.
     let mut unwritten = false;
     let mut written = Vec::new();
+    // On stderr, the processes of a tree that used no lock (a build's
+    // compilers, a script's commands) are one line, not four each.
+    let mut lockless = Vec::new();
     for profile in &profiles {
         match profile {
+            Ok(profile) if options.output.is_none() && profile.pid != root && profile.locks.is_empty() => {
+                let name = profile.program.split_whitespace().next().unwrap_or("?");
+                lockless.push(format!("{} (pid {})", name.rsplit('/').next().unwrap_or(name), profile.pid));
+            }
             Ok(profile) => match emit(profile, options, profile.pid == root) {
                 Ok(file) => written.extend(file),
                 Err(failure) => {
@@ -551,6 +558,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             },
             Err(e) => say!("lockmeter: warning: {e}"),
         }
+    }
+    if !lockless.is_empty() {
+        say!("lockmeter: {} more process(es) of the tree used no pthread lock: {}", lockless.len(), lockless.join(", "));
     }
     if written.len() > 1 {
         // Say where the other processes' reports went.

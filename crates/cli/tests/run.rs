@@ -483,6 +483,17 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
+/// On stderr, the processes of the tree that used no lock are one line
+/// (they were four each: a build's compilers drowned the report).
+#[test]
+fn processes_that_used_no_lock_are_one_line() {
+    let output = lockmeter().args(["run", "--", "sh", "-c", "ls >/dev/null; ls >/dev/null; true"]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("lockmeter: 2 more process(es) of the tree used no pthread lock: ls (pid "), "{said}");
+    assert_eq!(said.matches("no lock was used").count(), 1, "the root's report only: {said}");
+}
+
 #[test]
 fn exit_status_and_death_by_signal_pass_through() {
     let run = |args: &[&str]| lockmeter().arg("run").arg("--").arg(subjects()).args(args).output().unwrap();
