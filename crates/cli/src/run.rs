@@ -378,7 +378,8 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<Pa
         Some(output) => {
             let file = output_for(output, profile.pid, root);
             write_atomically(&file, &bytes).map_err(Failure::runtime)?;
-            Ok(Some(file))
+            // A device or descriptor is not a file to list.
+            Ok(matches!(crate::args::destination(output), Ok(crate::args::Destination::File(_))).then_some(file))
         }
         None => {
             use std::io::Write as _;
@@ -511,8 +512,14 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // ^C that ended CMD) stops the wait too.
     let orphans = match ended {
         Ok(()) => {
-            // A stop counts only if it ended CMD (one CMD survived is no stop).
-            let stopped = orphans::killed_by(root).filter(|s| [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s));
+            // A stop that came already counts: a ^C that ended CMD (the
+            // terminal sends it to CMD; lockmeter ignores it meanwhile), or
+            // a SIGTERM/SIGHUP lockmeter passed on that ended CMD or came
+            // just before CMD ended (CMD may catch it and exit 0). One that
+            // CMD survived, or that another process sent CMD, is no stop.
+            let stopped = orphans::killed_by(root)
+                .filter(|&s| s == libc::SIGINT || forward_to_child::received() == Some(s))
+                .or_else(|| forward_to_child::received_within(orphans::GRACE));
             orphans::wait_for(&program.to_string_lossy(), root, &foreign, previous.0 != libc::SIG_IGN, stopped)
         }
         Err(_) => orphans::Outcome::default(),
@@ -545,9 +552,15 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let mut lockless = Vec::new();
     for profile in &profiles {
         match profile {
-            Ok(profile) if options.output.is_none() && profile.pid != root && profile.locks.is_empty() => {
-                let name = profile.program.split_whitespace().next().unwrap_or("?");
-                lockless.push(format!("{} (pid {})", name.rsplit('/').next().unwrap_or(name), profile.pid));
+            Ok(profile)
+                if options.output.is_none()
+                    && options.rendering.format == Format::Table
+                    && profile.pid != root
+                    && profile.locks.is_empty()
+                    && matches!(profile.reason.as_str(), "exit" | "_exit") =>
+            {
+                let command = profile.program.split(' ').next().unwrap_or("?");
+                lockless.push(format!("{} (pid {})", command.rsplit('/').next().unwrap_or(command), profile.pid));
             }
             Ok(profile) => match emit(profile, options, profile.pid == root) {
                 Ok(file) => written.extend(file),
@@ -606,12 +619,15 @@ mod forward_to_child {
     static PENDING: AtomicI32 = AtomicI32::new(0);
     /// The last signal lockmeter received, 0 if none.
     static RECEIVED: AtomicI32 = AtomicI32::new(0);
+    /// When it came (CLOCK_MONOTONIC, ns).
+    static RECEIVED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
     pub struct Previous([libc::sigaction; 2]);
 
     extern "C" fn forward(signal: libc::c_int) {
+        RECEIVED_AT.store(monotonic_ns(), Ordering::SeqCst);
         RECEIVED.store(signal, Ordering::SeqCst);
         match CHILD.load(Ordering::SeqCst) {
             0 => PENDING.store(signal, Ordering::SeqCst),
@@ -667,6 +683,23 @@ mod forward_to_child {
     /// not forwarded.
     pub fn child_ended() {
         CHILD.store(0, Ordering::SeqCst);
+    }
+
+    /// CLOCK_MONOTONIC in ns (clock_gettime is async-signal-safe).
+    fn monotonic_ns() -> u64 {
+        // SAFETY: a zeroed timespec is a valid buffer for clock_gettime.
+        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: clock_gettime writes into `now`.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    }
+
+    /// The signal lockmeter last received and passed on, if it came
+    /// within `recent`.
+    pub fn received_within(recent: std::time::Duration) -> Option<libc::c_int> {
+        let signal = received()?;
+        let age = monotonic_ns().saturating_sub(RECEIVED_AT.load(Ordering::SeqCst));
+        (age <= recent.as_nanos() as u64).then_some(signal)
     }
 
     /// The signal lockmeter last received and passed on, if any.
@@ -738,7 +771,7 @@ mod orphans {
     /// After a stop, how long the processes the same signal reached (^C
     /// goes to the whole foreground group) have to write their profiles
     /// and end.
-    const GRACE: Duration = Duration::from_secs(1);
+    pub const GRACE: Duration = Duration::from_secs(1);
     /// The signal that stopped the wait, 0 if none.
     static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
 
@@ -788,7 +821,11 @@ mod orphans {
         let left_running = || -> Vec<(u32, String)> {
             children().into_iter().filter(|(pid, _)| *pid != root && !foreign.contains(pid) && !reaped(*pid)).collect()
         };
-        let waiting = left_running();
+        // (Twice empty, as below.)
+        let waiting = match left_running() {
+            none if none.is_empty() => left_running(),
+            some => some,
+        };
         if !waiting.is_empty() {
             let stop = if interrupt { "^C stops the wait" } else { "SIGTERM stops the wait" };
             say!(

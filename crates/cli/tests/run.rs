@@ -474,6 +474,14 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "{said}");
     assert!(said.contains("still running: not in this report"), "{said}");
 
+    // A SIGTERM that lockmeter did not send (CMD killed from inside its
+    // tree) is no stop: what CMD left is still waited for and reported.
+    let script = format!("(sleep 0.5; exec {} orphan) & sleep 0.1; kill -TERM $$", subjects().display());
+    let output = lockmeter().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGTERM), "{said}");
+    assert!(said.contains("orphan_lock") && !said.contains("still running"), "{said}");
+
     let started = std::time::Instant::now();
     let command = format!("sleep 3 >/dev/null 2>&1 & exec {} run -- true", env!("CARGO_BIN_EXE_lockmeter"));
     let output = Command::new("sh").args(["-c", &command]).output().unwrap();
@@ -492,6 +500,12 @@ fn processes_that_used_no_lock_are_one_line() {
     assert!(output.status.success(), "{said}");
     assert!(said.contains("lockmeter: 2 more process(es) of the tree used no pthread lock: ls (pid "), "{said}");
     assert_eq!(said.matches("no lock was used").count(), 1, "the root's report only: {said}");
+    // Only the table for people: CSV on stderr keeps every process, and a
+    // device given to -o is not a list of files.
+    let output = lockmeter().args(["run", "--format", "csv", "--", "sh", "-c", "ls >/dev/null; ls >/dev/null; true"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("more process(es)"));
+    let output = lockmeter().args(["run", "-o", "/dev/null", "--", "sh", "-c", "ls >/dev/null; ls >/dev/null; true"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("reports written"));
 }
 
 #[test]
