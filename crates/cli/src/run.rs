@@ -631,9 +631,11 @@ mod forward_to_child {
         RECEIVED.store(signal, Ordering::SeqCst);
         match CHILD.load(Ordering::SeqCst) {
             0 => PENDING.store(signal, Ordering::SeqCst),
-            // SAFETY: kill(2) is async-signal-safe.
+            // SAFETY: kill(2) is async-signal-safe. A stopped CMD acts on
+            // the signal only once continued (as `timeout` does).
             child => unsafe {
                 libc::kill(child, signal);
+                libc::kill(child, libc::SIGCONT);
             },
         }
     }

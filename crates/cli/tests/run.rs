@@ -474,6 +474,19 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "{said}");
     assert!(said.contains("still running: not in this report"), "{said}");
 
+    // A stopped CMD is continued after the signal, so that it can end.
+    let mut child = std::os::unix::process::CommandExt::process_group(
+        lockmeter().args(["run", "--", "sh", "-c", "kill -STOP $$; sleep 5"]).stderr(std::process::Stdio::null()),
+        0,
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = finish_within(&mut child, 3, "lockmeter, its CMD stopped");
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+
     // A SIGTERM that lockmeter did not send (CMD killed from inside its
     // tree) is no stop: what CMD left is still waited for and reported.
     let script = format!("(sleep 0.5; exec {} orphan) & sleep 0.1; kill -TERM $$", subjects().display());
