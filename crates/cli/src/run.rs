@@ -643,32 +643,16 @@ mod forward_to_child {
     /// Catches the signals; a signal lockmeter was started ignoring stays
     /// ignored (as `nohup` asks).
     pub fn install() -> Previous {
-        // SAFETY: zeroed sigaction structs are valid to pass, and `forward`
-        // only calls async-signal-safe functions and touches atomics.
-        unsafe {
-            let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
-            for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
-                libc::sigaction(*signal, std::ptr::null(), previous);
-                if previous.sa_sigaction == libc::SIG_IGN {
-                    continue;
-                }
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = forward as extern "C" fn(libc::c_int) as usize;
-                action.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(*signal, &action, std::ptr::null_mut());
-            }
-            Previous(previous)
-        }
+        // `forward` only calls async-signal-safe functions and touches atomics.
+        Previous(super::catch_signals(SIGNALS, forward, libc::SA_RESTART, |_, previous| {
+            previous.sa_sigaction == libc::SIG_IGN
+        }))
     }
 
     /// In the forked child, before exec: the dispositions lockmeter was
     /// started with (async-signal-safe).
     pub fn restore_in_child(previous: &Previous) {
-        for (signal, previous) in SIGNALS.iter().zip(previous.0.iter()) {
-            // SAFETY: restoring a disposition read by sigaction(2).
-            unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
-        }
+        super::restore_signals(SIGNALS, &previous.0);
     }
 
     /// From now on signals go to `pid`; one that came meanwhile goes now.
@@ -896,30 +880,55 @@ mod orphans {
     /// `stopped` as come; returns the dispositions they replaced.
     fn catch(interrupt: bool, stopped: Option<libc::c_int>) -> [libc::sigaction; 3] {
         STOPPED_BY.store(stopped.unwrap_or(0), Ordering::SeqCst);
-        // SAFETY: zeroed sigaction structs are valid to pass, and `stop`
-        // only stores to an atomic.
-        unsafe {
-            let mut previous: [libc::sigaction; 3] = std::mem::zeroed();
-            for (signal, previous) in SIGNALS.iter().zip(previous.iter_mut()) {
-                libc::sigaction(*signal, std::ptr::null(), previous);
-                let ignored = if *signal == libc::SIGINT { !interrupt } else { previous.sa_sigaction == libc::SIG_IGN };
-                if ignored {
-                    continue;
-                }
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = stop as extern "C" fn(libc::c_int) as usize;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(*signal, &action, std::ptr::null_mut());
+        // `stop` only stores to an atomic.
+        super::catch_signals(SIGNALS, stop, 0, |signal, previous| {
+            if signal == libc::SIGINT {
+                !interrupt
+            } else {
+                previous.sa_sigaction == libc::SIG_IGN
             }
-            previous
-        }
+        })
     }
 
     fn restore(previous: &[libc::sigaction; 3]) {
-        for (signal, previous) in SIGNALS.iter().zip(previous.iter()) {
-            // SAFETY: restoring a disposition read by sigaction(2).
-            unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
+        super::restore_signals(SIGNALS, previous);
+    }
+}
+
+/// Installs `handler` (with `flags`) for each of `signals` but those
+/// `left_alone(signal, its disposition)` names; returns the dispositions
+/// read, one per signal. `handler` must be async-signal-safe.
+fn catch_signals<const N: usize>(
+    signals: [libc::c_int; N],
+    handler: extern "C" fn(libc::c_int),
+    flags: libc::c_int,
+    left_alone: impl Fn(libc::c_int, &libc::sigaction) -> bool,
+) -> [libc::sigaction; N] {
+    // SAFETY: zeroed sigaction structs are valid to pass; sigaction(2)
+    // reads the disposition into `previous` and installs `action`.
+    unsafe {
+        let mut previous: [libc::sigaction; N] = std::mem::zeroed();
+        for (signal, previous) in signals.iter().zip(previous.iter_mut()) {
+            libc::sigaction(*signal, std::ptr::null(), previous);
+            if left_alone(*signal, previous) {
+                continue;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handler as usize;
+            action.sa_flags = flags;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(*signal, &action, std::ptr::null_mut());
         }
+        previous
+    }
+}
+
+/// Puts back dispositions `catch_signals` read (async-signal-safe: also
+/// in a forked child before exec).
+fn restore_signals<const N: usize>(signals: [libc::c_int; N], previous: &[libc::sigaction; N]) {
+    for (signal, previous) in signals.iter().zip(previous.iter()) {
+        // SAFETY: restoring a disposition read by sigaction(2).
+        unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
     }
 }
 

@@ -51,6 +51,16 @@ fn profile(mode: &[&str]) -> (Output, Profile) {
     (output, profile)
 }
 
+/// Starts `command` with its output piped; returns it and the first line
+/// its program prints (a subject's "ready", or a pid).
+fn started_reading_first_line(command: &mut Command) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line)
+}
+
 fn lock<'a>(profile: &'a Profile, name: &str) -> &'a LockProfile {
     profile.locks.iter().find(|l| l.name == name).unwrap_or_else(|| {
         panic!("no lock {name}: {:?}", profile.locks.iter().map(|l| &l.name).collect::<Vec<_>>())
@@ -418,9 +428,7 @@ fn an_interrupt_stops_the_wait_for_a_daemon() {
             Ok(())
         });
     }
-    let mut child = command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let mut daemon = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut daemon).unwrap();
+    let (mut child, daemon) = started_reading_first_line(&mut command);
     let daemon: i32 = daemon.trim().parse().unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
@@ -445,17 +453,10 @@ fn an_interrupt_stops_the_wait_for_a_daemon() {
 /// before CMD, from the process that executed it, are not waited for.
 #[test]
 fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
-    use std::io::{BufRead, Read};
+    use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
     let script = format!("{} daemon; sleep 20 >/dev/null 2>&1", subjects().display());
-    let mut child = lockmeter()
-        .args(["run", "--", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut daemon = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut daemon).unwrap();
+    let (mut child, daemon) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", &script]));
     let daemon: i32 = daemon.trim().parse().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     let stopped = std::time::Instant::now();
@@ -579,7 +580,6 @@ fn an_interrupt_stops_the_program_and_lockmeter_reports() {
 /// the program without one.)
 #[test]
 fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
-    use std::io::BufRead;
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     // The crowded subject has threads for the second copy to land in,
     // and a profile that takes long enough to write for it to arrive.
@@ -591,19 +591,9 @@ fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
             let dir = scratch(&format!("forward-{subject}-{name}-{whole_group}"));
             let file = dir.join("profile.json");
             let started = std::time::Instant::now();
-            let mut child = lockmeter()
-                .args(["run", "--format", "json", "-o"])
-                .arg(&file)
-                .arg("--")
-                .arg(subjects())
-                .arg(subject)
-                .process_group(0)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut ready = String::new();
-            std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+            let (child, ready) = started_reading_first_line(
+                lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(subjects()).arg(subject).process_group(0),
+            );
             assert_eq!(ready, "ready\n");
             let target = if whole_group { -(child.id() as i32) } else { child.id() as i32 };
             // SAFETY: signalling our own child, lockmeter, or its group.
