@@ -167,6 +167,20 @@ thread_local! {
     static GUARD: RefCell<Option<BlockGuard>> = const { RefCell::new(None) };
 }
 
+/// The path of `name` under `/proc` for this process as the calling
+/// thread sees it. Once a process's main thread has exited (a program
+/// that ends `main` with `pthread_exit`), `/proc/self` names that thread:
+/// its `exe` link cannot be read and its `cmdline` and `maps` read empty,
+/// while the same files of a running thread still answer.
+fn this_process(name: &str) -> String {
+    let thread_self = format!("/proc/thread-self/{name}");
+    if std::path::Path::new("/proc/thread-self").exists() {
+        thread_self
+    } else {
+        format!("/proc/self/{name}")
+    }
+}
+
 fn monotonic_ns() -> u64 {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid out-pointer.

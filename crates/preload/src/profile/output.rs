@@ -502,7 +502,7 @@ fn write_profile_as(reason: &str, last: bool) {
 }
 
 fn program() -> String {
-    std::fs::read("/proc/self/cmdline")
+    std::fs::read(super::this_process("cmdline"))
         .map(|raw| {
             raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")
         })

@@ -49,7 +49,7 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: libc::size_t,
         unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
     };
     let path = if name.is_empty() && modules.is_empty() {
-        std::fs::read_link("/proc/self/exe").map(|p| p.display().to_string()).unwrap_or_default()
+        std::fs::read_link(super::this_process("exe")).map(|p| p.display().to_string()).unwrap_or_default()
     } else {
         name
     };
