@@ -53,9 +53,24 @@ pub fn spinning_enabled() -> bool {
 
 #[cold]
 fn read_spinning() -> bool {
-    let on = !matches!(std::env::var("LOCKMETER_SPIN").as_deref(), Ok("0") | Ok("off") | Ok("false"));
+    let on = spinning_from(std::env::var("LOCKMETER_SPIN").ok().as_deref());
     let _ = SPINNING.compare_exchange(UNREAD, if on { ON } else { OFF }, Ordering::Relaxed, Ordering::Relaxed);
     on
+}
+
+/// `LOCKMETER_SPIN`'s meaning: on unless it says 0, off or false.
+fn spinning_from(value: Option<&str>) -> bool {
+    !matches!(value, Some("0" | "off" | "false"))
+}
+
+/// Reads the switches `LOCKMETER_SPIN` and `LOCKMETER_HANDOFF_US` now,
+/// from `lookup` (a variable's value by name), instead of through the
+/// program's `getenv` when first needed. For a library loaded into a
+/// program that replaces `getenv` with its own (bash does), called while
+/// the process's environment is still the one it was started with.
+pub fn read_environment_from(lookup: impl Fn(&str) -> Option<String>) {
+    set_spinning(spinning_from(lookup("LOCKMETER_SPIN").as_deref()));
+    set_handoff_bound(handoff_bound_from(lookup("LOCKMETER_HANDOFF_US").as_deref()));
 }
 
 /// Turns optimistic spinning on or off for every lock in the process.
@@ -75,13 +90,14 @@ pub fn handoff_bound() -> Duration {
 
 #[cold]
 fn read_handoff_bound() -> Duration {
-    let bound = std::env::var("LOCKMETER_HANDOFF_US")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_micros)
-        .unwrap_or(DEFAULT_HANDOFF_BOUND);
+    let bound = handoff_bound_from(std::env::var("LOCKMETER_HANDOFF_US").ok().as_deref());
     let _ = HANDOFF_NS.compare_exchange(u64::MAX, stored_ns(bound), Ordering::Relaxed, Ordering::Relaxed);
     Duration::from_nanos(stored_ns(bound))
+}
+
+/// `LOCKMETER_HANDOFF_US`'s meaning: microseconds, or the default.
+fn handoff_bound_from(value: Option<&str>) -> Duration {
+    value.and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_micros).unwrap_or(DEFAULT_HANDOFF_BOUND)
 }
 
 /// Sets the `adaptive` starvation bound for every lock in the process.

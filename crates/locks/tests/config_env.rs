@@ -21,4 +21,16 @@ fn environment_switches_spinning_off_and_sets_the_handoff_bound() {
     // not wrap to a short one.
     config::set_handoff_bound(Duration::from_micros(18_446_744_073_709_552));
     assert!(config::handoff_bound() > Duration::from_secs(500 * 365 * 24 * 3600), "{:?}", config::handoff_bound());
+    // Read from a lookup of the caller's (the preload's, past a program's
+    // own getenv): the same meanings, and unset means the defaults.
+    config::read_environment_from(|name| match name {
+        "LOCKMETER_SPIN" => Some("off".to_string()),
+        "LOCKMETER_HANDOFF_US" => Some(" 40 ".to_string()),
+        _ => None,
+    });
+    assert!(!config::spinning_enabled());
+    assert_eq!(config::handoff_bound(), Duration::from_micros(40));
+    config::read_environment_from(|_| None);
+    assert!(config::spinning_enabled());
+    assert_eq!(config::handoff_bound(), config::DEFAULT_HANDOFF_BOUND);
 }

@@ -796,6 +796,11 @@ extern "C" fn constructor() {
         Ok(lockmeter_oncpu::Origin::Pinned) => Ok("pinned"),
         Err(why) => Err(why.to_string()),
     });
+    // Before `mark_root`'s setenv, which in bash goes to bash's own
+    // environment, where the program's getenv would then look.
+    lockmeter_locks::config::read_environment_from(|name| {
+        crate::environment::get(name).map(|value| value.to_string_lossy().into_owned())
+    });
     output::mark_root();
     // The profiler starts here, not in whichever lock call comes first:
     // an allocator may lock a pthread mutex inside an allocation (jemalloc
