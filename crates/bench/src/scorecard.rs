@@ -218,6 +218,16 @@ fn against_best_peer<'a>(points: &[&'a PointResult], lock: &str, threads: usize)
     Ratio::of(ours, best).map(|r| (r, best.lock.as_str()))
 }
 
+/// `adaptive` against the best peer at each of the counts of `points`
+/// that `which` keeps, where `adaptive` ran (`None`: no ratio).
+fn adaptive_against_best_peer(points: &[&PointResult], which: impl Fn(usize) -> bool) -> Vec<(usize, Option<Ratio>)> {
+    threads_of(points)
+        .into_iter()
+        .filter(|&t| which(t) && point(points, "adaptive", t).is_some())
+        .map(|t| (t, against_best_peer(points, "adaptive", t).map(|(r, _)| r)))
+        .collect()
+}
+
 fn threads_of(points: &[&PointResult]) -> Vec<usize> {
     let mut threads: Vec<usize> = points.iter().map(|p| p.threads).collect();
     threads.sort_unstable();
@@ -225,26 +235,51 @@ fn threads_of(points: &[&PointResult]) -> Vec<usize> {
     threads
 }
 
-/// Ratios at a list of thread counts, as "0.998x@4 1.030x@16", each
-/// printed against `threshold` as [`ratio`] does, a miss with its range
-/// over the rounds; a target whose thread counts were not run says so
-/// (and is not met).
-fn ratios_text(ratios: &[(usize, Ratio)], threshold: f64, meets: impl Fn(f64) -> bool) -> String {
-    if ratios.is_empty() {
-        return NOT_MEASURED.into();
+/// Ratios at a list of thread counts that ran, as "0.998x@4 1.030x@16",
+/// each printed against `threshold` as [`ratio`] does, a miss with its
+/// range over the rounds; a count where the lock compared made no
+/// operations has no ratio, and says so.
+fn ratios_text(ratios: &[(usize, Option<Ratio>)], threshold: f64, meets: impl Fn(f64) -> bool) -> String {
+    let mut text = ratios
+        .iter()
+        .map(|(t, r)| match r {
+            Some(r) => format!("{}@{t}", r.text(threshold, &meets)),
+            None => format!("no ratio@{t}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if ratios.iter().any(|(_, r)| r.is_none()) {
+        text.push_str(" (");
+        text.push_str(NO_RATIO);
+        text.push(')');
     }
-    ratios.iter().map(|(t, r)| format!("{}@{t}", r.text(threshold, &meets))).collect::<Vec<_>>().join(" ")
+    text
 }
 
 const NOT_MEASURED: &str = "not measured: its thread counts are not in --threads";
 
-/// A target judged on ratios at several thread counts: met if every
-/// count meets it.
-fn judged(target: String, ratios: &[(usize, Ratio)], threshold: f64, meets: impl Fn(f64) -> bool) -> Check {
-    let met = !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median));
-    let within_spread =
-        !met && !ratios.is_empty() && ratios.iter().all(|(_, r)| meets(r.median) || r.met_in_some_round(&meets));
-    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread, past_the_limit: false, not_measured: ratios.is_empty() }
+/// Why a count that ran has no ratio: a run too short for every thread
+/// to get going can leave the lock compared with none done.
+const NO_RATIO: &str = "no ratio: the lock compared made no operations";
+
+/// A target judged on ratios at the thread counts it names that ran: met
+/// if every count meets it; a count without a ratio does not; not
+/// measured if none ran.
+fn judged(target: String, ratios: &[(usize, Option<Ratio>)], threshold: f64, meets: impl Fn(f64) -> bool) -> Check {
+    if ratios.is_empty() {
+        return not_measured(target);
+    }
+    let each_meets = |r: &Option<Ratio>, in_some_round: bool| {
+        r.as_ref().is_some_and(|r| meets(r.median) || (in_some_round && r.met_in_some_round(&meets)))
+    };
+    let met = ratios.iter().all(|(_, r)| each_meets(r, false));
+    let within_spread = !met && ratios.iter().all(|(_, r)| each_meets(r, true));
+    Check { target, measured: ratios_text(ratios, threshold, &meets), met, within_spread, past_the_limit: false, not_measured: false }
+}
+
+/// A target whose lock ran but has nothing to be compared with.
+fn without_a_ratio(target: String) -> Check {
+    Check { target, measured: NO_RATIO.into(), met: false, within_spread: false, past_the_limit: false, not_measured: false }
 }
 
 /// A ratio with three decimals: with two, a miss next to its threshold
@@ -345,13 +380,21 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
                     not_measured: false,
                 });
             }
+            (None, Some(p), _) => {
+                checks.push(without_a_ratio(faster));
+                let efficiency = p.efficiency.unwrap_or(0.0);
+                checks.push(Check {
+                    target: near_the_limit,
+                    measured: format!("{:.1}%", 100.0 * efficiency),
+                    met: efficiency >= 0.9,
+                    within_spread: false,
+                    past_the_limit: false,
+                    not_measured: false,
+                });
+            }
             _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
         }
-        let beyond: Vec<(usize, Ratio)> = threads_of(&points)
-            .into_iter()
-            .filter(|&t| t > 2)
-            .filter_map(|t| against_best_peer(&points, "adaptive", t).map(|(r, _)| (t, r)))
-            .collect();
+        let beyond = adaptive_against_best_peer(&points, |t| t > 2);
         checks.push(judged(format!("{name}: more threads >= 1.0x the best peer"), &beyond, 1.0, |r| r >= 1.0));
     }
     checks
@@ -365,10 +408,7 @@ fn not_measured(target: String) -> Check {
 /// `adaptive` >= `floor` x the best peer at every thread count.
 fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -> Check {
     let points = panel(report, which);
-    let ratios: Vec<(usize, Ratio)> = threads_of(&points)
-        .into_iter()
-        .filter_map(|t| against_best_peer(&points, "adaptive", t).map(|(r, _)| (t, r)))
-        .collect();
+    let ratios = adaptive_against_best_peer(&points, |_| true);
     let name = match which {
         Some((period, duty)) => format!("duty P={period} D={duty}%"),
         None => report.workload.clone(),
@@ -384,9 +424,8 @@ fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
         .into_iter()
         .map(|t| {
             let target = format!("fairness {t} threads, {} runs: max/min <= 10x at >= 0.95x", run_length(run.as_secs_f64()));
-            let (Some(p), Some((r, best))) = (point(&points, "adaptive", t), against_best_peer(&points, "adaptive", t)) else {
-                return not_measured(target);
-            };
+            let Some(p) = point(&points, "adaptive", t) else { return not_measured(target) };
+            let Some((r, best)) = against_best_peer(&points, "adaptive", t) else { return without_a_ratio(target) };
             let spread = p.per_thread_ops.max as f64 / p.per_thread_ops.min.max(1) as f64;
             let fast_enough = |r: f64| r >= 0.95;
             let met = spread <= 10.0 && fast_enough(r.median);
@@ -465,11 +504,12 @@ fn bail_out_check(dir: &Report) -> Check {
 /// A lock against the same lock with one decision switched off: ahead at
 /// every one of `counts` it ran at.
 fn ahead(target: &str, points: &[&PointResult], (lock, without): (&str, &str), counts: &[usize]) -> Check {
-    let ratio_at = |t: usize| Some((t, Ratio::of(point(points, lock, t)?, point(points, without, t)?)?));
     // Judged on every count it names, or not at all.
-    let Some(ratios) = counts.iter().map(|&t| ratio_at(t)).collect::<Option<Vec<_>>>().filter(|r| !r.is_empty()) else {
+    let ran = |t: usize| Some((point(points, lock, t)?, point(points, without, t)?));
+    let Some(pairs) = counts.iter().map(|&t| ran(t).map(|pair| (t, pair))).collect::<Option<Vec<_>>>() else {
         return not_measured(target.into());
     };
+    let ratios: Vec<(usize, Option<Ratio>)> = pairs.into_iter().map(|(t, (ours, theirs))| (t, Ratio::of(ours, theirs))).collect();
     judged(target.into(), &ratios, 1.0, |r| r > 1.0)
 }
 
@@ -568,6 +608,37 @@ mod tests {
         assert!(check.met);
         let check = at_least_everywhere(&sem, None, 1.0);
         assert!(!check.met, "0.998 is below 1.0 though two decimals would print 1.00");
+    }
+
+    /// A count that ran but whose peers made no operations (a run too short
+    /// for 64 threads to get going) has no ratio: a miss that says why,
+    /// not a target left unmeasured, and never met on the other counts.
+    #[test]
+    fn a_count_whose_peers_made_no_operations_is_a_miss_without_a_ratio() {
+        let sem = report(vec![
+            point("adaptive", 2, 120.0),
+            point("parking_lot", 2, 100.0),
+            point("adaptive", 64, 5.0),
+            point("parking_lot", 64, 0.0),
+            point("std", 64, 0.0),
+        ]);
+        let check = at_least_everywhere(&sem, None, 0.97);
+        assert_eq!(check.measured, "1.200x@2 no ratio@64 (no ratio: the lock compared made no operations)");
+        assert!(!check.met && !check.within_spread && !check.not_measured, "{check:?}");
+        let fair = fairness_checks(Some(&sem), Duration::from_secs(3));
+        assert_eq!(fair[0].measured, "no ratio: the lock compared made no operations");
+        assert!(!fair[0].met && !fair[0].not_measured, "{:?}", fair[0]);
+        assert!(fair[1].not_measured, "256 threads did not run: {:?}", fair[1]);
+        let mut at_2 = [point("adaptive", 2, 45.0), point("std", 2, 0.0)];
+        for p in &mut at_2 {
+            (p.period_ns, p.duty_pct, p.efficiency) = (Some(4000), Some(50), Some(p.ops_per_sec / 50.0));
+        }
+        let micro = microsecond_checks(&report(at_2.to_vec()), &[(4000, 50)]);
+        assert_eq!((micro[0].measured.as_str(), micro[0].met), ("no ratio: the lock compared made no operations", false));
+        assert_eq!((micro[1].measured.as_str(), micro[1].met), ("90.0%", true), "the limit needs no peer");
+        let ahead = ahead("a > b at 64", &[&point("a", 64, 3.0), &point("b", 64, 0.0)], ("a", "b"), &[64]);
+        assert_eq!(ahead.measured, "no ratio@64 (no ratio: the lock compared made no operations)");
+        assert!(!ahead.met && !ahead.not_measured);
     }
 
     /// A miss that three decimals would print as its threshold gets the
