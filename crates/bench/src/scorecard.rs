@@ -343,61 +343,51 @@ fn microsecond_checks(report: &Report, panels: &[(u64, u64)]) -> Vec<Check> {
     for &(period, duty) in panels {
         let points = panel(report, Some((period, duty)));
         let name = format!("duty P={period} D={duty}%");
-        let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
-        match (against_best_peer(&points, "adaptive", 2), point(&points, "adaptive", 2), best_peer(&points, 2)) {
-            (Some((r, best)), Some(p), Some(best_point)) => {
-                let fast_enough = |r: f64| r >= 1.5;
-                let mut measured = format!("{} {best}", r.text(1.5, fast_enough));
-                // Where the best peer already runs past two thirds of the
-                // physical limit, 1.5x it is past the limit: no lock can.
-                // Said only of a miss no round met, by a lock that reached
-                // the 90% of the limit asked beside it (a lock far below
-                // the limit has its own miss to answer for).
-                let asked_of_the_limit = best_point.efficiency.map(|e| 1.5 * e).filter(|&share| share > 1.0);
-                let within_spread = !fast_enough(r.median) && r.met_in_some_round(fast_enough);
-                let past_the_limit = !fast_enough(r.median)
-                    && !within_spread
-                    && p.efficiency.is_some_and(|e| e >= 0.9)
-                    && asked_of_the_limit.is_some();
-                if let (true, Some(share)) = (past_the_limit, asked_of_the_limit) {
-                    let _ = write!(measured, "; 1.5x {best} is {:.0}% of the limit", 100.0 * share);
-                }
-                checks.push(Check {
-                    target: faster,
-                    measured,
-                    met: fast_enough(r.median),
-                    within_spread,
-                    past_the_limit,
-                    not_measured: false,
-                });
-                let efficiency = p.efficiency.unwrap_or(0.0);
-                checks.push(Check {
-                    target: near_the_limit,
-                    measured: format!("{:.1}%", 100.0 * efficiency),
-                    met: efficiency >= 0.9,
-                    within_spread: false,
-                    past_the_limit: false,
-                    not_measured: false,
-                });
-            }
-            (None, Some(p), _) => {
-                checks.push(without_a_ratio(faster));
-                let efficiency = p.efficiency.unwrap_or(0.0);
-                checks.push(Check {
-                    target: near_the_limit,
-                    measured: format!("{:.1}%", 100.0 * efficiency),
-                    met: efficiency >= 0.9,
-                    within_spread: false,
-                    past_the_limit: false,
-                    not_measured: false,
-                });
-            }
-            _ => checks.extend([not_measured(faster), not_measured(near_the_limit)]),
-        }
+        checks.extend(two_thread_checks(&points, &name));
         let beyond = adaptive_against_best_peer(&points, |t| t > 2);
         checks.push(judged(format!("{name}: more threads >= 1.0x the best peer"), &beyond, 1.0, |r| r >= 1.0));
     }
     checks
+}
+
+/// A `duty` panel's two targets at 2 threads: 1.5x the best peer, and
+/// 90% of the physical limit.
+fn two_thread_checks(points: &[&PointResult], name: &str) -> [Check; 2] {
+    let (faster, near_the_limit) = (format!("{name}: 2 threads >= 1.5x the best peer"), format!("{name}: 2 threads >= 90% of the limit"));
+    let Some(p) = point(points, "adaptive", 2) else {
+        return [not_measured(faster), not_measured(near_the_limit)];
+    };
+    let faster = match (against_best_peer(points, "adaptive", 2), best_peer(points, 2)) {
+        (Some((r, best)), Some(best_point)) => {
+            let fast_enough = |r: f64| r >= 1.5;
+            let mut measured = format!("{} {best}", r.text(1.5, fast_enough));
+            // Where the best peer already runs past two thirds of the
+            // physical limit, 1.5x it is past the limit: no lock can.
+            // Said only of a miss no round met, by a lock that reached
+            // the 90% of the limit asked beside it (a lock far below
+            // the limit has its own miss to answer for).
+            let asked_of_the_limit = best_point.efficiency.map(|e| 1.5 * e).filter(|&share| share > 1.0);
+            let within_spread = !fast_enough(r.median) && r.met_in_some_round(fast_enough);
+            let past_the_limit =
+                !fast_enough(r.median) && !within_spread && p.efficiency.is_some_and(|e| e >= 0.9) && asked_of_the_limit.is_some();
+            if let (true, Some(share)) = (past_the_limit, asked_of_the_limit) {
+                let _ = write!(measured, "; 1.5x {best} is {:.0}% of the limit", 100.0 * share);
+            }
+            Check { target: faster, measured, met: fast_enough(r.median), within_spread, past_the_limit, not_measured: false }
+        }
+        _ => without_a_ratio(faster),
+    };
+    // The limit is the workload's own: it needs no peer.
+    let efficiency = p.efficiency.unwrap_or(0.0);
+    let near_the_limit = Check {
+        target: near_the_limit,
+        measured: format!("{:.1}%", 100.0 * efficiency),
+        met: efficiency >= 0.9,
+        within_spread: false,
+        past_the_limit: false,
+        not_measured: false,
+    };
+    [faster, near_the_limit]
 }
 
 /// A target none of whose thread counts ran: listed, and not met.
