@@ -102,14 +102,20 @@ fn a_global_lock_held_while_another_thread_waits() {
 fn hold_time_counts_each_hold_once_however_it_was_sampled() {
     let (output, profile) = profile(&["holds"]);
     // What the program measured itself: a busy machine stretches its
-    // sleeps (the nested holds once read 150+ ms beside a build).
+    // sleeps (the nested holds once read 150+ ms beside a build), and can
+    // preempt a thread between a lock call's return and the program's
+    // clock read, which lengthens the profile's hold alone (169.7 ms
+    // against the 126.8 ms allowed when timed inside the hold only): each
+    // hold is timed inside and around its lock and unlock calls.
     let measured: Vec<u64> = String::from_utf8_lossy(&output.stdout).split_whitespace().map(|n| n.parse().unwrap()).collect();
-    let [nested_ns, long_holds_ns, short_loop_ns] = measured[..] else { panic!("subjects holds printed {measured:?}") };
+    let [nested_ns, nested_around_ns, long_holds_ns, long_around_ns, short_loop_ns] = measured[..] else {
+        panic!("subjects holds printed {measured:?}")
+    };
     let nested = &lock(&profile, "nested_lock").counters;
     assert_eq!(nested.acquisitions, 40);
     // Counted once: each outer hold's time, not its inner hold's again.
-    between(nested.hold_ns.total, nested_ns * 95 / 100, nested_ns * 105 / 100 + MS, "HOLD total of a recursive lock");
-    between(nested.hold_ns.mean as u64, nested_ns / 20 * 95 / 100, nested_ns / 20 * 105 / 100 + MS / 20, "HOLD mean of a recursive lock");
+    between(nested.hold_ns.total, nested_ns * 95 / 100, nested_around_ns * 105 / 100 + MS, "HOLD total of a recursive lock");
+    between(nested.hold_ns.mean as u64, nested_ns / 20 * 95 / 100, nested_around_ns / 20 * 105 / 100 + MS / 20, "HOLD mean of a recursive lock");
     let mixed = &lock(&profile, "mixed_lock").counters;
     assert_eq!(mixed.acquisitions, 400_010);
     // The ten long holds, each timed, not scaled by the short holds'
@@ -117,7 +123,7 @@ fn hold_time_counts_each_hold_once_however_it_was_sampled() {
     between(
         mixed.hold_ns.total,
         long_holds_ns * 95 / 100,
-        long_holds_ns * 105 / 100 + short_loop_ns + MS,
+        long_around_ns * 105 / 100 + short_loop_ns + MS,
         "HOLD total of 10 long holds beside 400,000 short ones",
     );
 }

@@ -303,26 +303,32 @@ static int sem(void) {
  * 10 times 10 ms, and after it main takes it 400,000 times for nothing:
  * about 100 ms held in all, nearly all of it in the 10 long holds.
  * Prints what it measured (a busy machine stretches the sleeps): the
- * nested holds' total, the long holds' total, and the wall time of the
- * short holds' loop, which bounds their total. */
+ * nested holds' total, timed inside the holds and around the lock and
+ * unlock calls (the profile's holds lie between: a thread preempted
+ * between a lock call's return and the program's clock read lengthens
+ * the profile's hold only), the same two for the long holds, and the
+ * wall time of the short holds' loop, which bounds their total. */
 pthread_mutex_t nested_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 pthread_mutex_t mixed_lock = PTHREAD_MUTEX_INITIALIZER;
-static long long long_holds_ns;
+static long long long_holds_ns, long_holds_around_ns;
 
 static void *long_holder(void *arg) {
     for (int i = 0; i < 10; i++) {
+        long long before = now_ns();
         pthread_mutex_lock(&mixed_lock);
         long long start = now_ns();
         sleep_ms(10);
         long_holds_ns += now_ns() - start;
         pthread_mutex_unlock(&mixed_lock);
+        long_holds_around_ns += now_ns() - before;
     }
     return arg;
 }
 
 static int holds(void) {
-    long long nested_ns = 0;
+    long long nested_ns = 0, nested_around_ns = 0;
     for (int i = 0; i < 20; i++) {
+        long long before = now_ns();
         pthread_mutex_lock(&nested_lock);
         long long start = now_ns();
         pthread_mutex_lock(&nested_lock);
@@ -330,6 +336,7 @@ static int holds(void) {
         pthread_mutex_unlock(&nested_lock);
         nested_ns += now_ns() - start;
         pthread_mutex_unlock(&nested_lock);
+        nested_around_ns += now_ns() - before;
     }
     pthread_t t;
     pthread_create(&t, NULL, long_holder, NULL);
@@ -339,7 +346,7 @@ static int holds(void) {
         pthread_mutex_lock(&mixed_lock);
         pthread_mutex_unlock(&mixed_lock);
     }
-    printf("%lld %lld %lld\n", nested_ns, long_holds_ns, now_ns() - loop_start);
+    printf("%lld %lld %lld %lld %lld\n", nested_ns, nested_around_ns, long_holds_ns, long_holds_around_ns, now_ns() - loop_start);
     return 0;
 }
 
