@@ -487,20 +487,24 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // Wait for CMD to end without reaping it (its pid stays its own, so a
     // signal forwarded meanwhile cannot reach a process that took the pid
     // over), dumping a live report every --interval, then reap it.
-    let mut next_dump = options.interval.map(|interval| std::time::Instant::now() + interval);
+    // The live reports are the snapshots CMD's library writes every
+    // --interval (each replacing the last), each shown once: polled at a
+    // quarter of the interval (at most 50 ms, so the final report follows
+    // CMD's end soon), and told apart by the time they cover. The profile
+    // CMD writes as it ends is not one of them: it is the final report.
+    let poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
+    let mut shown_ns = None;
     let ended = loop {
-        match (next_dump, ended_unreaped(root, next_dump.is_none())) {
+        match (poll, ended_unreaped(root, poll.is_none())) {
             (_, Ok(true)) => break Ok(()),
             (_, Err(e)) => break Err(e),
             (None, Ok(false)) => continue,
-            (Some(due), Ok(false)) => {
-                // Polled, so the report follows CMD's end within 50 ms.
-                std::thread::sleep(Duration::from_millis(50));
-                if std::time::Instant::now() >= due {
-                    if let Some(Ok(live)) = collect(&scratch.0, root).into_iter().next().filter(|p| p.as_ref().is_ok_and(|p| p.pid == root)) {
-                        let _ = emit(&live, options, true);
-                    }
-                    next_dump = options.interval.map(|interval| due + interval);
+            (Some(poll), Ok(false)) => {
+                std::thread::sleep(poll);
+                let live = Profile::load(&scratch.0.join(format!("profile.{root}.json"))).ok();
+                if let Some(live) = live.filter(|p| p.reason == "interval" && shown_ns != Some(p.duration_ns)) {
+                    shown_ns = Some(live.duration_ns);
+                    let _ = emit(&live, options, true);
                 }
             }
         }

@@ -391,8 +391,11 @@ fn periodic_dumps() {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let interval = SETTINGS.get().and_then(|s| s.interval);
     let mut next = std::time::Instant::now() + interval.unwrap_or(Duration::MAX / 4);
+    // A dump requested by signal is looked for every 50 ms; an interval
+    // shorter than that is kept by sleeping until it is due.
+    let poll = Duration::from_millis(50);
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()).min(poll));
         if FINISHED.load(Relaxed) {
             return;
         }
@@ -400,9 +403,12 @@ fn periodic_dumps() {
             write_profile("request");
         }
         if let Some(interval) = interval {
-            if std::time::Instant::now() >= next {
+            let now = std::time::Instant::now();
+            if now >= next {
                 write_profile("interval");
-                next += interval;
+                // A write that took longer than the interval skips the
+                // snapshots it overran instead of writing them back to back.
+                next = (next + interval).max(now + interval / 2);
             }
         }
     }
