@@ -127,6 +127,44 @@ fn children_cpu() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
+/// The largest chance of a variant no better than glibc winning every
+/// round that a recommendation accepts: 5%, so at least five rounds
+/// (one round that wins is a coin toss; three, 12.5%).
+const SIGNIFICANCE: f64 = 0.05;
+
+/// The fewest rounds whose clean sweep is under [`SIGNIFICANCE`].
+fn rounds_for_significance() -> u32 {
+    (1..).find(|&n| 0.5f64.powi(n as i32) <= SIGNIFICANCE).unwrap_or(u32::MAX)
+}
+
+/// What advise says of the best of our variants.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// It did worse than glibc.
+    KeepGlibc,
+    /// It won every round by 3% or more, but the rounds are too few for
+    /// a clean sweep to mean much.
+    TooFewRounds,
+    /// It won every round by 3% or more, in enough rounds.
+    Recommend,
+    /// It lost a round, or won by less than 3%.
+    WithinNoise,
+}
+
+/// The verdict on a variant that won `wins` of `rounds` paired rounds,
+/// with a median gain over glibc of `gain` (0.05: 5% better).
+fn verdict(wins: usize, rounds: usize, gain: f64) -> Verdict {
+    if gain < 0.0 {
+        Verdict::KeepGlibc
+    } else if wins < rounds || gain < 0.03 {
+        Verdict::WithinNoise
+    } else if 0.5f64.powi(rounds as i32) > SIGNIFICANCE {
+        Verdict::TooFewRounds
+    } else {
+        Verdict::Recommend
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -240,24 +278,28 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let n = pairs.ratios.len();
         let gain = if higher_is_better { med - 1.0 } else { 1.0 - med };
         let chance = 0.5f64.powi(n as i32);
-        if gain < 0.0 {
-            println!(
-                "Keep glibc's locks: none of ours did better here (the closest, {}, had {name} {med:.2}x glibc's).",
-                options.variants[i].name()
-            );
-        } else if wins == n && gain >= 0.03 {
-            println!(
-                "Recommendation: {} ({name} {med:.2}x glibc's; better in {wins} of {n} paired rounds, a chance of {:.1}% if it were no better).",
-                options.variants[i].name(),
-                100.0 * chance
-            );
-            println!("Try it: lockmeter run --lock {} -- {}", options.variants[i].name(), options.shown_as);
-        } else {
-            println!(
-                "No recommendation: the best, {} ({name} {med:.2}x glibc's), was better in {wins} of {n} rounds; \
-                 the differences are within the noise. More rounds (--repeat) can tell.",
-                options.variants[i].name()
-            );
+        let variant = options.variants[i].name();
+        match verdict(wins, n, gain) {
+            Verdict::KeepGlibc => println!(
+                "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {med:.2}x glibc's)."
+            ),
+            Verdict::TooFewRounds => println!(
+                "No recommendation yet: {variant} ({name} {med:.2}x glibc's) was better in {wins} of {n} paired rounds, \
+                 a chance of {:.1}% if it were no better; {} rounds or more can tell (--repeat).",
+                100.0 * chance,
+                rounds_for_significance()
+            ),
+            Verdict::Recommend => {
+                println!(
+                    "Recommendation: {variant} ({name} {med:.2}x glibc's; better in {wins} of {n} paired rounds, a chance of {:.1}% if it were no better).",
+                    100.0 * chance
+                );
+                println!("Try it: lockmeter run --lock {variant} -- {}", options.shown_as);
+            }
+            Verdict::WithinNoise => println!(
+                "No recommendation: the best, {variant} ({name} {med:.2}x glibc's), was better in {wins} of {n} rounds; \
+                 the differences are within the noise. More rounds (--repeat) can tell."
+            ),
         }
     }
     let (title_measure, get) = if options.metric.is_some() { ("metric", measures[2].2) } else { ("wall time", measures[0].2) };
@@ -281,6 +323,19 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A clean sweep recommends only over enough rounds: one round that
+    /// wins is a coin toss (it recommended at a 50% chance).
+    #[test]
+    fn a_recommendation_needs_a_clean_sweep_of_enough_rounds() {
+        assert_eq!(rounds_for_significance(), 5);
+        assert_eq!(verdict(1, 1, 0.30), Verdict::TooFewRounds);
+        assert_eq!(verdict(3, 3, 0.30), Verdict::TooFewRounds);
+        assert_eq!(verdict(5, 5, 0.30), Verdict::Recommend);
+        assert_eq!(verdict(6, 7, 0.30), Verdict::WithinNoise);
+        assert_eq!(verdict(7, 7, 0.02), Verdict::WithinNoise);
+        assert_eq!(verdict(0, 7, -0.10), Verdict::KeepGlibc);
+    }
 
     #[test]
     fn variant_lists_always_start_with_glibc() {
