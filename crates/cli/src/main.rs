@@ -396,9 +396,10 @@ enum Command {
 /// How a profile is shown (`run` and `report`).
 #[derive(clap::Args)]
 struct RenderArgs {
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: run::Format,
+    /// Output format [default: table; with -o, the one its name ends in:
+    /// .json, .csv, .folded, .pb.gz or .pprof, .svg for flamegraph].
+    #[arg(long, value_enum)]
+    format: Option<run::Format>,
     /// Order of locks (table, csv): wait, hold, contended or acquisitions.
     #[arg(long, default_value = "wait", value_parser = sort_key)]
     sort: lockmeter_stats::profile::SortKey,
@@ -415,8 +416,11 @@ struct RenderArgs {
 }
 
 impl RenderArgs {
-    fn rendering(self) -> run::Rendering {
-        run::Rendering { format: self.format, merge: self.merge, sort: self.sort, min_wait: self.min_wait }
+    /// The rendering asked for; without --format, the one `output`'s name
+    /// asks for (a table written to x.json could not be read back).
+    fn rendering(self, output: Option<&std::path::Path>) -> run::Rendering {
+        let format = self.format.or_else(|| output.and_then(run::Format::of_file_name)).unwrap_or(run::Format::Table);
+        run::Rendering { format, merge: self.merge, sort: self.sort, min_wait: self.min_wait }
     }
 }
 
@@ -564,8 +568,8 @@ fn main() -> ExitCode {
                 command,
                 lock,
                 oncpu,
+                rendering: rendering.rendering(output.as_deref()),
                 output,
-                rendering: rendering.rendering(),
                 frames: frames as usize,
                 interval,
                 max_locks: max_locks.map(|n| n as usize),
@@ -631,7 +635,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Report { files, rendering, output } => {
-            return match run::report(&files, &rendering.rendering(), output.as_deref()) {
+            return match run::report(&files, &rendering.rendering(output.as_deref()), output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     say!("lockmeter: error: {}", failure.message);

@@ -28,6 +28,21 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format a file's name asks for: .json, .csv, .folded, .pb.gz or
+    /// .pprof, .svg (a flame graph); `None` for any other name.
+    pub fn of_file_name(path: &Path) -> Option<Format> {
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        let formats = [
+            (".json", Format::Json),
+            (".csv", Format::Csv),
+            (".folded", Format::Folded),
+            (".pb.gz", Format::Pprof),
+            (".pprof", Format::Pprof),
+            (".svg", Format::Flamegraph),
+        ];
+        formats.into_iter().find(|(suffix, _)| name.ends_with(suffix)).map(|(_, format)| format)
+    }
+
     /// Formats written to a file only: pprof's gzip, and a flame graph
     /// (an SVG, which a terminal cannot show).
     fn needs_file(self) -> bool {

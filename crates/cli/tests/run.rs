@@ -876,6 +876,19 @@ fn a_saved_profile_renders_in_every_format() {
     let json = render("json", "again.json");
     let again = Profile::from_json(std::str::from_utf8(&json).unwrap(), "again").unwrap();
     assert_eq!(again, Profile::load(&file).unwrap(), "JSON round-trips");
+    // Without --format, -o's name says which (a table written to x.json
+    // could not be read back).
+    let named = |out: &str| {
+        let output = lockmeter().arg("report").arg(&file).arg("-o").arg(dir.join(out)).output().unwrap();
+        assert!(output.status.success(), "{out}: {}", String::from_utf8_lossy(&output.stderr));
+        std::fs::read(dir.join(out)).unwrap()
+    };
+    assert_eq!(named("named.json"), json);
+    assert_eq!(named("named.CSV"), csv.as_bytes());
+    assert_eq!(named("named.folded"), folded.as_bytes());
+    assert_eq!(&named("named.pb.gz")[..2], &[0x1f, 0x8b], "gzip");
+    assert!(String::from_utf8(named("named.svg")).unwrap().contains("<svg"));
+    assert_eq!(named("named.txt"), table.as_bytes(), "any other name: the table");
 }
 
 /// Real programs from Debian's packages (scripts/test.sh installs them).
