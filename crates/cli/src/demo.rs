@@ -19,8 +19,9 @@ pub struct Settings {
     pub run: Duration,
     /// Lock+unlock pairs per uncontended measurement.
     pub pairs: u64,
-    /// Where to draw the scaling plot.
-    pub plot: std::path::PathBuf,
+    /// Where to draw the scaling plot (the advise plot goes beside it);
+    /// `None`: no plots.
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// The scaling sweep: seed 003's semaphore test over thread counts, for a
@@ -178,9 +179,12 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         2 * SCENARIOS.len() + 3
     );
     println!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
-    lockmeter_bench::plot::throughput(&scaling, &settings.plot)?;
-    println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)\n", settings.plot.display());
-    profile_a_program(2 * SCENARIOS.len() + 4, &settings.plot);
+    if let Some(plot) = &settings.plot {
+        lockmeter_bench::plot::throughput(&scaling, plot)?;
+        println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)", plot.display());
+    }
+    println!();
+    profile_a_program(2 * SCENARIOS.len() + 4, settings.plot.as_deref());
     torture_every_lock(2 * SCENARIOS.len() + 6);
     kernel_assisted_spinning(2 * SCENARIOS.len() + 7, settings, &calibration);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
@@ -290,7 +294,7 @@ fn build_cache_program() -> Result<std::path::PathBuf, String> {
 }
 
 /// Section: `lockmeter run` on the bundled cache program.
-fn profile_a_program(number: usize, plot: &std::path::Path) {
+fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
     println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4` (a bundled C program: 4 threads");
     println!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
     let binary = match build_cache_program() {
@@ -334,7 +338,7 @@ pub fn advise_plot(plot: &std::path::Path) -> std::path::PathBuf {
 /// recommendation needs the winner ahead in enough paired rounds that
 /// chance is unlikely (three can never be enough), and two of our locks
 /// keep the section within the demo's minute.
-fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Path) {
+fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::path::Path>) {
     println!("{number}. Curing it? `lockmeter advise --locks adaptive,futex --repeat 7 -- cache 4 100000`: the same program");
     println!("   under glibc's locks and served by ours (replace mode: its pthread mutexes and condvars run on our");
     println!("   algorithms), interleaved\n");
@@ -344,7 +348,7 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: &std::path::Pat
         variants: crate::advise::variants("adaptive,futex").expect("known algorithms"),
         repeat: 7,
         metric: regex::Regex::new("([0-9]+) ops/s").ok(),
-        plot: Some(advise_plot(plot)),
+        plot: plot.map(advise_plot),
     };
     if let Err(failure) = crate::advise::advise(&options) {
         println!("   (skipped: {})", failure.message);

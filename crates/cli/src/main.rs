@@ -69,9 +69,11 @@ enum Command {
         /// quoting.
         #[arg(long)]
         quick: bool,
-        /// Where to draw the scaling plot (.svg or .png).
-        #[arg(long, value_name = "FILE", default_value = "lockmeter-demo.svg")]
-        plot: std::path::PathBuf,
+        /// Where to draw the scaling plot (.svg or .png), and the advise
+        /// plot beside it (NAME-advise.svg) [default: lockmeter-demo.svg,
+        /// skipped with a warning where it cannot be written].
+        #[arg(long, value_name = "FILE")]
+        plot: Option<std::path::PathBuf>,
     },
     /// Reproduce the seeds' experiments: our locks against the peers, in
     /// one process, interleaved, with tables, JSON/CSV and plots.
@@ -469,6 +471,37 @@ fn one_line(rendered: &str) -> String {
     format!("{first} {}", items.join(", "))
 }
 
+/// The plot to draw: the one asked for, which must be drawable (an error
+/// said here, before any work, is `Err`), or else `default`, a bonus that
+/// an unwritable working directory only loses (`None`, with a warning
+/// that begins with `lost`).
+fn plot_to_draw(
+    asked: Option<std::path::PathBuf>,
+    default: &str,
+    check: impl Fn(&std::path::Path) -> Result<(), String>,
+    lost: &str,
+) -> Result<Option<std::path::PathBuf>, ()> {
+    match asked {
+        Some(plot) => match check(&plot) {
+            Ok(()) => Ok(Some(plot)),
+            Err(message) => {
+                say!("lockmeter: error: {message}");
+                Err(())
+            }
+        },
+        None => {
+            let plot = std::path::PathBuf::from(default);
+            match check(&plot) {
+                Ok(()) => Ok(Some(plot)),
+                Err(message) => {
+                    say!("lockmeter: warning: {lost}: {message}");
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -499,10 +532,8 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Demo { rounds, run, quick, plot } => {
-            if let Err(message) = args::check_plot_path(&plot).and_then(|()| args::check_plot_path(&demo::advise_plot(&plot))) {
-                say!("lockmeter: error: {message}");
-                return ExitCode::from(2);
-            }
+            let check = |plot: &std::path::Path| args::check_plot_path(plot).and_then(|()| args::check_plot_path(&demo::advise_plot(plot)));
+            let Ok(plot) = plot_to_draw(plot, "lockmeter-demo.svg", check, "no plots") else { return ExitCode::from(2) };
             let settings = if quick {
                 let run = run.unwrap_or(std::time::Duration::from_millis(50));
                 demo::Settings { rounds: rounds.unwrap_or(1), run, pairs: 200_000, plot }
@@ -604,26 +635,8 @@ fn main() -> ExitCode {
             };
         }
         Command::Advise { locks, repeat, metric, plot, command } => {
-            // A plot asked for must be drawn; the default one is a bonus,
-            // and an unwritable working directory only loses it.
-            let plot = match plot {
-                Some(plot) => match args::check_plot_path(&plot) {
-                    Ok(()) => Some(plot),
-                    Err(message) => {
-                        say!("lockmeter: error: {message}");
-                        return ExitCode::from(2);
-                    }
-                },
-                None => {
-                    let plot = std::path::PathBuf::from("lockmeter-advise.svg");
-                    match args::check_plot_path(&plot) {
-                        Ok(()) => Some(plot),
-                        Err(message) => {
-                            say!("lockmeter: warning: no plot: {message}");
-                            None
-                        }
-                    }
-                }
+            let Ok(plot) = plot_to_draw(plot, "lockmeter-advise.svg", args::check_plot_path, "no plot") else {
+                return ExitCode::from(2);
             };
             let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat: repeat as usize, metric, plot };
             return match advise::advise(&options) {

@@ -114,6 +114,18 @@ fn quick_demo_shows_every_section() {
     }
 }
 
+/// The demo's plots are drawn by default, but a working directory that
+/// takes no file only loses them, with a warning (the demo refused to run).
+#[test]
+fn demo_without_a_writable_directory_runs_without_its_plots() {
+    let out = lockmeter().current_dir("/proc").args(["demo", "--quick", "--run", "10ms"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning: no plots: cannot write lockmeter-demo.svg"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("7. Scaling") && text.contains("9. Curing it?") && !text.contains("Plot:"), "{text}");
+}
+
 /// advise's plot is drawn by default, but a working directory that takes
 /// no file only loses the plot, with a warning: the verdict still comes
 /// (it used to refuse to run at all).
