@@ -268,6 +268,16 @@ fn signal_name(signal: i32) -> String {
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGALRM => "SIGALRM",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSTKFLT => "SIGSTKFLT",
+        libc::SIGPWR => "SIGPWR",
         _ => return format!("signal {signal}"),
     };
     name.to_string()

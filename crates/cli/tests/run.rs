@@ -547,6 +547,31 @@ fn exit_status_and_death_by_signal_pass_through() {
     let output = run(&["quick_exit"]);
     assert_eq!(output.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&output.stderr).contains("written at _exit"));
+
+    // Any signal whose default action ends the program writes the
+    // profile: an alarm nobody handles, a pipe whose reader left (each
+    // lost it, with a warning blaming the timing).
+    let output = run(&["alarm"]);
+    assert_eq!(output.status.code(), Some(128 + 14));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("written at signal SIGALRM") && stderr.contains("status_lock"), "{stderr}");
+    let dir = scratch("pipe");
+    let mut piped = lockmeter()
+        .args(["run", "-o"])
+        .arg(dir.join("p.json"))
+        .arg("--")
+        .arg(subjects())
+        .arg("pipe")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 6];
+    std::io::Read::read_exact(piped.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(piped.stdout.take());
+    assert_eq!(piped.wait().unwrap().code(), Some(128 + 13), "SIGPIPE as a shell reports it");
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    assert_eq!(profile.reason, "signal SIGPIPE");
+    assert_eq!(lock(&profile, "status_lock").counters.acquisitions, 1);
 }
 
 /// ^C reaches the program under `lockmeter run` (lockmeter itself ignores

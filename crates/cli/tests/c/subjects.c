@@ -488,7 +488,9 @@ static int fork_first(void) {
 
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
- * interrupt: ^C to itself, exit 3 only if it survives. */
+ * interrupt: ^C to itself, exit 3 only if it survives; alarm: an alarm
+ * nobody handles ends it 50 ms in; pipe: write lines until the reader of
+ * stdout leaves (SIGPIPE ends it). */
 pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int main(int argc, char **argv) {
@@ -522,6 +524,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "abort")) { pthread_mutex_lock(&status_lock); abort(); }
     if (!strcmp(mode, "quick_exit")) _exit(4);
     if (!strcmp(mode, "interrupt")) { raise(SIGINT); return 3; }
+    if (!strcmp(mode, "alarm")) { ualarm(50000, 0); for (;;) pause(); }
+    if (!strcmp(mode, "pipe")) { for (;;) { puts("a line"); fflush(stdout); } }
     if (!strcmp(mode, "linger_crowded")) {
         /* as linger, with 20,000 locks used (a profile that takes a while
          * to write) and three more threads idle beside main */

@@ -189,19 +189,7 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     // malloc) would deadlock it there, and the program would hang instead
     // of dying: a watchdog lets it die of its signal, without the profile.
     arm_dying_watchdog(signal);
-    let name = match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGQUIT => "SIGQUIT",
-        _ => "signal",
-    };
-    write_final(&format!("signal {name}"), false);
+    write_final(&format!("signal {}", signal_name(signal)), false);
     // Another thread may be writing the final profile (a second signal
     // sent to the process lands in any thread, a crash in a second thread
     // follows the first, and this thread's own write returns at once):
@@ -213,7 +201,7 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     // crash).
     // (gettid, async-signal-safe.)
     let me = lockmeter_locks::kernel_tid();
-    let may_wait = ENDING_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
+    let may_wait = !FAULT_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
     let give_up_at = monotonic_seconds() + dying_write_seconds();
     // (Nor in a thread in the middle of a periodic dump: the final write
     // waits for that dump's lock, and this thread would wait for it.)
@@ -227,6 +215,31 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     }
     die_of(signal);
+}
+
+/// The name of a signal the library catches (a static string: no
+/// allocation in a handler).
+fn signal_name(signal: libc::c_int) -> &'static str {
+    match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => "signal",
+    }
 }
 
 /// Ends the process by `signal`'s default action, from a handler: a
@@ -265,6 +278,24 @@ const FAULT_SIGNALS: [libc::c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGF
 /// signal killed the program half-way through its profile (4 of 5 runs of
 /// `timeout -s TERM 0.5 lockmeter run -- sleep 5` left none).
 const ENDING_SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The other signals whose default action ends the program, handled as
+/// the ending ones: a pipe whose reader left (`lockmeter run -- prog |
+/// head`), an alarm or a timer nobody handles, the user signals, the
+/// resource limits (each ended a program with its profile lost). Not
+/// blocked during a write: the dying write's watchdog is an alarm, and a
+/// program dying of its own alarm takes it with SIGALRM unblocked (see
+/// `install`).
+const OTHER_ENDING_SIGNALS: [libc::c_int; 8] = [
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+];
 
 /// The signal the program is dying of, for the watchdog.
 static DYING_OF: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -351,6 +382,11 @@ fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), handling: H
         if handling == Handling::Fault {
             action.sa_flags |= libc::SA_RESETHAND | libc::SA_NODEFER;
         }
+        if signal == libc::SIGALRM {
+            // Dying of its own alarm, the program writes with SIGALRM
+            // unblocked, so that the watchdog's alarm can still end it.
+            action.sa_flags |= libc::SA_NODEFER;
+        }
         libc::sigaction(signal, &action, std::ptr::null_mut());
     }
 }
@@ -374,7 +410,7 @@ pub fn arm(settings: Settings) {
     for signal in FAULT_SIGNALS {
         install(signal, on_fatal_signal, Handling::Fault);
     }
-    for signal in ENDING_SIGNALS {
+    for signal in ENDING_SIGNALS.into_iter().chain(OTHER_ENDING_SIGNALS) {
         install(signal, on_fatal_signal, Handling::Ending);
     }
     if periodic {
@@ -386,7 +422,7 @@ fn periodic_dumps() {
     // The program's signals are not this thread's business: a program that
     // blocks TERM in its threads and takes it with sigwait would have it
     // delivered here instead, and die without its own shutdown.
-    let set = signal_set(&ENDING_SIGNALS);
+    let set = signal_set(&[ENDING_SIGNALS.as_slice(), OTHER_ENDING_SIGNALS.as_slice()].concat());
     // SAFETY: a mask built with the sigset functions, for this thread.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let interval = SETTINGS.get().and_then(|s| s.interval);
