@@ -454,9 +454,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     let table = if options.oncpu { Some(private_table(&mut command)?) } else { None };
     // Like time(1): ^C and ^\ go to the program (the terminal sends them
-    // to both); lockmeter stays to report.
-    // SAFETY: setting dispositions of this process to "ignore".
-    let previous = unsafe { (libc::signal(libc::SIGINT, libc::SIG_IGN), libc::signal(libc::SIGQUIT, libc::SIG_IGN)) };
+    // to both); lockmeter stays to report. ^\ is ignored meanwhile; ^C is
+    // noted (see `signals`), not passed on: CMD has the terminal's own.
+    // SAFETY: setting a disposition of this process to "ignore".
+    let previous_quit = unsafe { libc::signal(libc::SIGQUIT, libc::SIG_IGN) };
     // With SIGCHLD ignored (inherited across exec) the kernel reaps the
     // children itself and waitid finds none: lockmeter must see them end.
     // SAFETY: setting this process's disposition to the default.
@@ -465,20 +466,17 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // manager, a closed terminal), are passed on to CMD, which ends as
     // they end it, and lockmeter still reports: killed at once, it left
     // CMD running and its profile unread.
-    let forwarded = forward_to_child::install();
-    // Children lockmeter has before CMD (from the process that executed
-    // it) are not CMD's: never waited for.
-    let foreign = orphans::adopt();
+    let caught = signals::install();
+    orphans::adopt();
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
     // (A caught signal is reset to the default by exec.)
     // SAFETY: signal(2) is async-signal-safe, as a pre-exec hook requires.
     unsafe {
         command.pre_exec(move || {
-            libc::signal(libc::SIGINT, previous.0);
-            libc::signal(libc::SIGQUIT, previous.1);
+            libc::signal(libc::SIGQUIT, previous_quit);
             libc::signal(libc::SIGCHLD, previous_chld);
-            forward_to_child::restore_in_child(&forwarded);
+            signals::restore_in_child(&caught);
             Ok(())
         });
     }
@@ -486,7 +484,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
-            forward_to_child::uninstall(&forwarded);
+            signals::uninstall(&caught);
+            // SAFETY: restoring the disposition saved above.
+            unsafe { libc::signal(libc::SIGQUIT, previous_quit) };
             // The file was found: not found now is a script's interpreter
             // (`#!/missing/sh`), which a shell reports as 127 too.
             let (why, code) = match e.kind() {
@@ -497,7 +497,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
     };
     let root = child.id();
-    forward_to_child::to(root);
+    signals::to(root);
     let table = table.map(|(program, handed)| {
         drop(handed); // CMD has its copy
         // From now on the program records CMD's threads. spawn() returns
@@ -534,32 +534,25 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             }
         }
     };
-    forward_to_child::child_ended();
+    signals::child_ended();
+    let cmd_ended_at = signals::now_ns();
     // CMD stays unreaped while its orphans are waited for: its pid is not
     // free for a process of the tree to take (and write its profile as
-    // the root's). A stop that came already (SIGTERM passed on to CMD, a
-    // ^C that ended CMD) stops the wait too.
+    // the root's). A stop lockmeter received already (a ^C, a SIGTERM it
+    // passed on) stops the wait too.
     let orphans = match ended {
         Ok(()) => {
-            // A stop that came already counts: a ^C that ended CMD (the
-            // terminal sends it to CMD; lockmeter ignores it meanwhile), or
-            // a SIGTERM/SIGHUP lockmeter passed on that ended CMD or came
-            // just before CMD ended (CMD may catch it and exit 0). One that
-            // CMD survived, or that another process sent CMD, is no stop.
-            let stopped = orphans::killed_by(root)
-                .filter(|&s| s == libc::SIGINT || forward_to_child::received() == Some(s))
-                .or_else(|| forward_to_child::received_within(orphans::GRACE));
-            orphans::wait_for(&program.to_string_lossy(), root, &foreign, previous.0 != libc::SIG_IGN, stopped)
+            let stop = [(libc::SIGINT, "^C"), (libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")]
+                .into_iter()
+                .find_map(|(signal, name)| signals::catches(&caught, signal).then_some(name))
+                .unwrap_or("only SIGKILL");
+            orphans::wait_for(&program.to_string_lossy(), root, &scratch.0, stop)
         }
         Err(_) => orphans::Outcome::default(),
     };
     let status = ended.and_then(|()| child.wait());
-    // SAFETY: restoring the dispositions saved above.
-    unsafe {
-        libc::signal(libc::SIGINT, previous.0);
-        libc::signal(libc::SIGQUIT, previous.1);
-    }
-    forward_to_child::uninstall(&forwarded);
+    // SAFETY: restoring the disposition saved above.
+    unsafe { libc::signal(libc::SIGQUIT, previous_quit) };
     let status = status.map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
     let profiles = collect(&scratch.0, root);
     if profiles.is_empty() {
@@ -609,24 +602,33 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         let files: Vec<String> = written.iter().map(|f| f.display().to_string()).collect();
         say!("lockmeter: {} reports written: {}", files.len(), files.join(", "));
     }
-    drop(scratch);
+    if orphans.left_running {
+        // Their profiles come later, to the scratch directory: kept.
+        std::mem::forget(scratch);
+    } else {
+        drop(scratch);
+    }
     drop(table); // detaches the program
     if let Some(signal) = status.signal() {
         say!("lockmeter: {} was killed by {}", program.to_string_lossy(), signal_name(signal));
     }
-    if let Some(signal) = orphans.stopped_by {
-        // The wait for CMD's orphans was stopped: end of the signal, as a
-        // program that handles ^C does once it has done what it must.
-        forward_to_child::die_of(signal);
+    // Held until the reports are out: a stop that comes while they are
+    // written waits for them.
+    let received = signals::received();
+    signals::uninstall(&caught);
+    if let Some((signal, at)) = received {
+        // A signal lockmeter received ends it, once it has reported, when
+        // CMD died of it too (passed on, or the terminal's ^C to both: as
+        // `timeout` does, so a service manager sees its stop obeyed, as
+        // systemd counts death by SIGTERM, and a shell's loop stops at
+        // ^C), or when it came after CMD ended (it interrupted
+        // lockmeter's own wait). One CMD survived before it ended leaves
+        // CMD's status to say how the run went.
+        if status.signal() == Some(signal) || at >= cmd_ended_at {
+            signals::die_of(signal);
+        }
     }
     if let Some(signal) = status.signal() {
-        if forward_to_child::received() == Some(signal) {
-            // The signal was lockmeter's, passed on: end of it as CMD did,
-            // as `timeout` does. A service manager then sees its stop
-            // obeyed (systemd counts death by SIGTERM as a clean stop,
-            // and exit status 143 as a failure); a shell still says 143.
-            forward_to_child::die_of(signal);
-        }
         return Ok(ExitCode::from(128u8.wrapping_add(signal as u8)));
     }
     match status.code() {
@@ -636,28 +638,37 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
 }
 
-/// Passing SIGTERM and SIGHUP on to the program `run` waits for.
-mod forward_to_child {
-    use std::sync::atomic::{AtomicI32, Ordering};
+/// The signals that stop a run, caught for the whole of it: SIGTERM and
+/// SIGHUP are passed on to the program `run` waits for; ^C is noted only
+/// (the terminal sends it to CMD too). Each is noted with when it came:
+/// it stops the wait for CMD's orphans, whenever it came, and decides how
+/// lockmeter ends. One handler from CMD's start to the last report, so
+/// that none is lost between two (a stop that came between CMD's end and
+/// the wait's own handlers used to be dropped).
+mod signals {
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-    const SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
     /// The program's pid, 0 until it runs and once it has ended.
     static CHILD: AtomicI32 = AtomicI32::new(0);
-    /// A signal that came before the program ran, 0 if none.
+    /// A signal to pass on that came before the program ran, 0 if none.
     static PENDING: AtomicI32 = AtomicI32::new(0);
     /// The last signal lockmeter received, 0 if none.
     static RECEIVED: AtomicI32 = AtomicI32::new(0);
-    /// When it came (CLOCK_MONOTONIC, ns).
-    static RECEIVED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    /// When it came ([`now_ns`]).
+    static RECEIVED_AT: AtomicU64 = AtomicU64::new(0);
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
-    pub struct Previous([libc::sigaction; 2]);
+    pub struct Previous([libc::sigaction; 3]);
 
-    extern "C" fn forward(signal: libc::c_int) {
-        RECEIVED_AT.store(monotonic_ns(), Ordering::SeqCst);
+    extern "C" fn on_signal(signal: libc::c_int) {
+        RECEIVED_AT.store(now_ns(), Ordering::SeqCst);
         RECEIVED.store(signal, Ordering::SeqCst);
+        if signal == libc::SIGINT {
+            return;
+        }
         match CHILD.load(Ordering::SeqCst) {
             0 => PENDING.store(signal, Ordering::SeqCst),
             // SAFETY: kill(2) is async-signal-safe. A stopped CMD acts on
@@ -670,12 +681,17 @@ mod forward_to_child {
     }
 
     /// Catches the signals; a signal lockmeter was started ignoring stays
-    /// ignored (as `nohup` asks).
+    /// ignored (as `nohup` asks), and is no stop.
     pub fn install() -> Previous {
-        // `forward` only calls async-signal-safe functions and touches atomics.
-        Previous(super::catch_signals(SIGNALS, forward, libc::SA_RESTART, |_, previous| {
+        // `on_signal` only calls async-signal-safe functions and touches atomics.
+        Previous(super::catch_signals(SIGNALS, on_signal, libc::SA_RESTART, |_, previous| {
             previous.sa_sigaction == libc::SIG_IGN
         }))
+    }
+
+    /// Whether `signal` is caught (lockmeter was not started ignoring it).
+    pub fn catches(previous: &Previous, signal: libc::c_int) -> bool {
+        SIGNALS.iter().zip(previous.0.iter()).any(|(&s, p)| s == signal && p.sa_sigaction != libc::SIG_IGN)
     }
 
     /// In the forked child, before exec: the dispositions lockmeter was
@@ -684,24 +700,28 @@ mod forward_to_child {
         super::restore_signals(SIGNALS, &previous.0);
     }
 
-    /// From now on signals go to `pid`; one that came meanwhile goes now.
+    /// From now on signals go to `pid`; one that came meanwhile goes now,
+    /// followed by SIGCONT as each one is.
     pub fn to(pid: u32) {
         CHILD.store(pid as i32, Ordering::SeqCst);
         let pending = PENDING.swap(0, Ordering::SeqCst);
         if pending != 0 {
             // SAFETY: kill(2) on the child's pid.
-            unsafe { libc::kill(pid as i32, pending) };
+            unsafe {
+                libc::kill(pid as i32, pending);
+                libc::kill(pid as i32, libc::SIGCONT);
+            }
         }
     }
 
     /// The program has ended (not yet reaped): signals from now on are
-    /// not forwarded.
+    /// not passed on.
     pub fn child_ended() {
         CHILD.store(0, Ordering::SeqCst);
     }
 
     /// CLOCK_MONOTONIC in ns (clock_gettime is async-signal-safe).
-    fn monotonic_ns() -> u64 {
+    pub fn now_ns() -> u64 {
         // SAFETY: a zeroed timespec is a valid buffer for clock_gettime.
         let mut now: libc::timespec = unsafe { std::mem::zeroed() };
         // SAFETY: clock_gettime writes into `now`.
@@ -709,17 +729,10 @@ mod forward_to_child {
         now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
     }
 
-    /// The signal lockmeter last received and passed on, if it came
-    /// within `recent`.
-    pub fn received_within(recent: std::time::Duration) -> Option<libc::c_int> {
-        let signal = received()?;
-        let age = monotonic_ns().saturating_sub(RECEIVED_AT.load(Ordering::SeqCst));
-        (age <= recent.as_nanos() as u64).then_some(signal)
-    }
-
-    /// The signal lockmeter last received and passed on, if any.
-    pub fn received() -> Option<libc::c_int> {
-        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
+    /// The signal lockmeter last received, and when ([`now_ns`]).
+    pub fn received() -> Option<(libc::c_int, u64)> {
+        let at = RECEIVED_AT.load(Ordering::SeqCst);
+        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&signal| signal != 0).map(|signal| (signal, at))
     }
 
     /// Ends lockmeter by `signal`'s default action.
@@ -777,95 +790,105 @@ fn ended_unreaped(root: u32, block: bool) -> std::io::Result<bool> {
 /// instead of init's, and lockmeter waits for it after CMD, so that its
 /// profile, written when it ends, is read with the others (without the
 /// wait it was written after lockmeter had reported and gone, and lost).
+///
+/// Which of lockmeter's children are CMD's is told by their environment:
+/// a process of CMD's tree started with this run's `LOCKMETER_OUTPUT`
+/// (the scratch directory is the run's own). Parenthood alone took in the
+/// orphans of children lockmeter had before CMD, and a process that took
+/// over the pid of one of those.
 mod orphans {
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::path::Path;
     use std::time::{Duration, Instant};
 
-    /// The signals that stop the wait: ^C, and a stop sent to lockmeter.
-    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     /// After a stop, how long the processes the same signal reached (^C
     /// goes to the whole foreground group) have to write their profiles
     /// and end.
     pub const GRACE: Duration = Duration::from_secs(1);
-    /// The signal that stopped the wait, 0 if none.
-    static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+    /// How long the grace stretches while a profile is being written (a
+    /// large one takes seconds; the library's own bound on a dying
+    /// program's write, `LOCKMETER_DYING_WRITE`, defaults to this).
+    const WRITING_GRACE: Duration = Duration::from_secs(10);
 
-    extern "C" fn stop(signal: libc::c_int) {
-        STOPPED_BY.store(signal, Ordering::SeqCst);
-    }
-
-    /// Makes lockmeter the reaper of the processes its children leave;
-    /// returns the children it has already (not CMD's).
-    pub fn adopt() -> Vec<u32> {
+    /// Makes lockmeter the reaper of the processes its children leave.
+    pub fn adopt() {
         // SAFETY: prctl with integer arguments, changing only this process.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        children().into_iter().map(|(pid, _)| pid).collect()
     }
 
     /// How the wait ended.
     #[derive(Default)]
     pub struct Outcome {
-        /// The signal that stopped it, if one did.
-        pub stopped_by: Option<libc::c_int>,
+        /// Processes still ran when a stop ended the wait: their profiles
+        /// will come to the scratch directory after lockmeter has gone.
+        pub left_running: bool,
     }
 
-    /// The signal that killed child `pid`, which has ended and is left
-    /// unreaped.
-    pub fn killed_by(pid: u32) -> Option<libc::c_int> {
-        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on our own child, leaving it unreaped.
-        let peeked = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG) } == 0;
-        // SAFETY: waitid filled `info`.
-        let (code, status) = unsafe { (info.si_code, info.si_status()) };
-        (peeked && (code == libc::CLD_KILLED || code == libc::CLD_DUMPED)).then_some(status)
-    }
-
-    /// Waits until every process CMD left running has ended, or a stop
-    /// signal came (or `stopped`, one that came before) and the grace
-    /// after it passed; says what it waits for, and what it left. ^C
-    /// stops it if `interrupt` (lockmeter was not started with it ignored;
-    /// `run` ignores it while CMD runs). `root`, CMD, and the `foreign`
-    /// children are not waited for, and `root` is left unreaped.
-    pub fn wait_for(program: &str, root: u32, foreign: &[u32], interrupt: bool, stopped: Option<libc::c_int>) -> Outcome {
-        // Caught before saying so: a ^C prompted by the line must count.
-        let previous = catch(interrupt, stopped);
+    /// Waits until every process of CMD's tree left running has ended, or
+    /// a stop signal lockmeter received (now, or before the wait) and the
+    /// grace after it have passed; says what it waits for, and what it
+    /// left. `root`, CMD, is left unreaped; `scratch` is the directory the
+    /// tree writes its profiles to. `stop` says which signal stops it.
+    pub fn wait_for(program: &str, root: u32, scratch: &Path, stop: &str) -> Outcome {
+        let marker = [b"LOCKMETER_OUTPUT=".as_slice(), scratch.join("profile.%p.json").as_os_str().as_encoded_bytes(), b"\0"].concat();
         // Reaps what has ended and returns the rest. Ended is what waitid
         // says, not the /proc state: a process whose main thread exited
         // reads as a zombie while its other threads run.
         let left_running = || -> Vec<(u32, String)> {
-            children().into_iter().filter(|(pid, _)| *pid != root && !foreign.contains(pid) && !reaped(*pid)).collect()
+            children().into_iter().filter(|(pid, _)| *pid != root && !reaped(*pid) && of_this_run(*pid, &marker)).collect()
         };
         // (Twice empty, as below.)
         let waiting = match left_running() {
             none if none.is_empty() => left_running(),
             some => some,
         };
-        if !waiting.is_empty() {
-            let stop = if interrupt { "^C stops the wait" } else { "SIGTERM stops the wait" };
-            say!(
-                "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too ({stop})",
-                described(&waiting)
-            );
-            let mut stop_seen: Option<Instant> = None;
-            loop {
-                let left = left_running();
-                // Twice empty: a process whose parent exits while one scan
-                // of /proc reads them both may be missed by that scan (it
-                // was read with the old parent), never by the next.
-                if left.is_empty() && left_running().is_empty() {
-                    break;
-                }
-                if STOPPED_BY.load(Ordering::SeqCst) != 0 && stop_seen.get_or_insert_with(Instant::now).elapsed() >= GRACE {
-                    say!("lockmeter: warning: {} still running: not in this report", described(&left));
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if waiting.is_empty() {
+            return Outcome::default();
         }
-        restore(&previous);
-        let stopped_by = Some(STOPPED_BY.load(Ordering::SeqCst)).filter(|&signal| signal != 0);
-        Outcome { stopped_by: stopped_by.filter(|_| !waiting.is_empty()) }
+        say!(
+            "lockmeter: {program} has ended; waiting for {} it left running, to read their profiles too ({stop} stops the wait)",
+            described(&waiting)
+        );
+        let mut stop_seen: Option<Instant> = None;
+        loop {
+            let left = left_running();
+            // Twice empty: a process whose parent exits while one scan
+            // of /proc reads them both may be missed by that scan (it
+            // was read with the old parent), never by the next.
+            if left.is_empty() && left_running().is_empty() {
+                return Outcome::default();
+            }
+            if super::signals::received().is_some() {
+                let waited = stop_seen.get_or_insert_with(Instant::now).elapsed();
+                if waited >= GRACE && (waited >= WRITING_GRACE || !a_profile_is_being_written(scratch)) {
+                    say!(
+                        "lockmeter: warning: {} still running: not in this report; their profiles will be written to {} (lockmeter report {}/*.json)",
+                        described(&left),
+                        scratch.display(),
+                        scratch.display()
+                    );
+                    return Outcome { left_running: true };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether a profile is being written to `scratch` now (the library
+    /// writes to a temporary file and renames it into place).
+    fn a_profile_is_being_written(scratch: &Path) -> bool {
+        std::fs::read_dir(scratch).is_ok_and(|entries| entries.filter_map(Result::ok).any(|e| e.file_name().to_string_lossy().contains(".tmp")))
+    }
+
+    /// Whether process `pid` was started with `marker` (this run's
+    /// `LOCKMETER_OUTPUT=...\0`) in its environment. A process whose main
+    /// thread has exited shows an empty environment: its threads' are read.
+    fn of_this_run(pid: u32, marker: &[u8]) -> bool {
+        let holds = |path: &str| std::fs::read(path).is_ok_and(|environ| environ.windows(marker.len()).any(|w| w == marker));
+        if holds(&format!("/proc/{pid}/environ")) {
+            return true;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+        tasks.filter_map(Result::ok).any(|task| holds(&format!("/proc/{pid}/task/{}/environ", task.file_name().to_string_lossy())))
     }
 
     /// Whether child `pid` has ended: if so it is reaped.
@@ -902,25 +925,6 @@ mod orphans {
             1 => format!("1 process, {}", list[0]),
             n => format!("{n} processes, {}", list.join(", ")),
         }
-    }
-
-    /// Catches the stop signals (one lockmeter was started ignoring stays
-    /// ignored, as `nohup` asks; ^C unless `interrupt`), counting
-    /// `stopped` as come; returns the dispositions they replaced.
-    fn catch(interrupt: bool, stopped: Option<libc::c_int>) -> [libc::sigaction; 3] {
-        STOPPED_BY.store(stopped.unwrap_or(0), Ordering::SeqCst);
-        // `stop` only stores to an atomic.
-        super::catch_signals(SIGNALS, stop, 0, |signal, previous| {
-            if signal == libc::SIGINT {
-                !interrupt
-            } else {
-                previous.sa_sigaction == libc::SIG_IGN
-            }
-        })
-    }
-
-    fn restore(previous: &[libc::sigaction; 3]) {
-        super::restore_signals(SIGNALS, previous);
     }
 }
 

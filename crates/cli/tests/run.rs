@@ -512,6 +512,67 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
+/// A stop is a signal lockmeter itself received: a SIGINT CMD raised at
+/// itself stops nothing (it stopped the wait, and lockmeter died of it).
+/// A SIGTERM CMD survived stops the wait but leaves CMD's status to say
+/// how the run went, orphans or not (lockmeter died of it, with orphans
+/// only); the processes still running then write their profiles to the
+/// directory lockmeter names and keeps. The orphans of children lockmeter
+/// had before CMD are not CMD's (they were waited for).
+#[test]
+fn a_stop_is_a_signal_lockmeter_received_and_what_it_leaves_writes_on() {
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::CommandExt;
+    let script = format!("(sleep 0.5; exec {} orphan) & sleep 0.1; kill -INT $$", subjects().display());
+    let mut command = lockmeter();
+    command.args(["run", "--", "sh", "-c", &script]);
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGINT), "{said}");
+    assert!(said.contains("orphan_lock") && !said.contains("still running"), "{said}");
+
+    let script = format!("trap '' TERM; (sleep 2; exec {} orphan) & sleep 0.6; exit 0", subjects().display());
+    let mut child = lockmeter().args(["run", "--", "sh", "-c", &script]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    stderr.read_to_string(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "CMD survived the SIGTERM and exited 0: {said}");
+    let line = said.lines().find(|l| l.contains("still running: not in this report")).expect(&said);
+    let kept = line.split("will be written to ").nth(1).and_then(|rest| rest.split(' ').next()).expect(line);
+    let kept = std::path::PathBuf::from(kept);
+    let orphans_profile = || {
+        let files = std::fs::read_dir(&kept).ok()?.filter_map(Result::ok).map(|e| e.path());
+        files.filter_map(|p| Profile::load(&p).ok()).find(|p| p.locks.iter().any(|l| l.name == "orphan_lock"))
+    };
+    let written = (0..100).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        orphans_profile()
+    });
+    let profile = written.expect("the orphan writes its profile to the kept directory");
+    assert_eq!(lock(&profile, "orphan_lock").counters.acquisitions, 5);
+    std::fs::remove_dir_all(&kept).unwrap();
+    let _ = stderr.read_line(&mut said);
+
+    let started = std::time::Instant::now();
+    let command = format!("(sleep 0.2; sleep 4 >/dev/null 2>&1 &) & exec {} run -- sleep 0.5", env!("CARGO_BIN_EXE_lockmeter"));
+    let output = Command::new("sh").args(["-c", &command]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(!said.contains("waiting for"), "{said}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for an older child's orphan: {said}");
+}
+
 /// On stderr, the processes of the tree that used no lock are one line
 /// (they were four each: a build's compilers drowned the report).
 #[test]
