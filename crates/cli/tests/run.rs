@@ -404,6 +404,19 @@ fn a_process_cmd_left_running_is_waited_for_and_reported() {
     assert_eq!(lock(&orphan, "orphan_lock").counters.acquisitions, 5, "{:?}", orphan.locks);
 }
 
+/// `command` starts with ^C at its default, as from a terminal, whatever
+/// the test runner inherited.
+fn interruptible(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
 /// Runs a subject mode that leaves a process behind: its profile, and CMD's.
 fn orphan_profile(mode: &str) -> (Profile, Profile) {
     let dir = scratch(mode);
@@ -423,18 +436,11 @@ fn orphan_profile(mode: &str) -> (Profile, Profile) {
 #[test]
 fn an_interrupt_stops_the_wait_for_a_daemon() {
     use std::io::{BufRead, Read};
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::os::unix::process::ExitStatusExt;
     let dir = scratch("daemon");
     let mut command = lockmeter();
     command.args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("daemon");
-    // As from a terminal, whatever the test runner inherited.
-    // SAFETY: signal(2) is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    interruptible(&mut command);
     let (mut child, daemon) = started_reading_first_line(&mut command);
     let daemon: i32 = daemon.trim().parse().unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
@@ -522,17 +528,10 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
 #[test]
 fn a_stop_is_a_signal_lockmeter_received_and_what_it_leaves_writes_on() {
     use std::io::{BufRead, Read};
-    use std::os::unix::process::CommandExt;
     let script = format!("(sleep 0.5; exec {} orphan) & sleep 0.1; kill -INT $$", subjects().display());
     let mut command = lockmeter();
     command.args(["run", "--", "sh", "-c", &script]);
-    // SAFETY: signal(2) is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    interruptible(&mut command);
     let output = command.output().unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + libc::SIGINT), "{said}");
@@ -640,17 +639,9 @@ fn exit_status_and_death_by_signal_pass_through() {
 /// exec unless it is restored for the program).
 #[test]
 fn an_interrupt_stops_the_program_and_lockmeter_reports() {
-    use std::os::unix::process::CommandExt;
     let mut command = lockmeter();
     command.arg("run").arg("--").arg(subjects()).arg("interrupt");
-    // As from a terminal, whatever the test runner inherited.
-    // SAFETY: signal(2) is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    interruptible(&mut command);
     let output = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + 2), "SIGINT as a shell reports it: {stderr}");
