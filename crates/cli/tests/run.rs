@@ -518,6 +518,29 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
+/// A hung program stopped by a signal shows what it was stuck on: the
+/// lock held, since when, and the thread waiting for it (both read as
+/// unused: one acquisition, no wait).
+#[test]
+fn a_hung_program_s_profile_shows_the_holds_and_waits_in_progress() {
+    let dir = scratch("stuck");
+    let (mut child, said) = started_reading_first_line(lockmeter().args(["run", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("stuck"));
+    assert_eq!(said, "waiting\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child, lockmeter (which passes it on).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    let profile = Profile::load(&dir.join("p.json")).unwrap();
+    let stuck = lock(&profile, "stuck_lock");
+    let now = stuck.now.as_ref().expect("in progress as the profile was written");
+    assert_eq!((now.holders, now.waiters, now.readers), (1, 1, 0), "{now:?}");
+    within(now.waited_ns, 250, 1500, "the wait so far");
+    assert!(now.held_ns > now.waited_ns, "held since before the wait: {now:?}");
+    let output = lockmeter().arg("report").arg(dir.join("p.json")).output().unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("now: held by 1 thread (") && table.contains("; 1 thread waiting ("), "{table}");
+}
+
 /// A stop is a signal lockmeter itself received: a SIGINT CMD raised at
 /// itself stops nothing (it stopped the wait, and lockmeter died of it).
 /// A SIGTERM CMD survived stops the wait but leaves CMD's status to say

@@ -2,7 +2,7 @@
 //! crate): any profile survives JSON, CSV, folded and pprof rendering; a
 //! corrupt or truncated file is a one-line error, never a panic.
 
-use lockmeter_stats::profile::{self, Counters, Durations, Health, Kind, OnCpuUse, LockProfile, Profile, Role, SiteProfile, StackProfile};
+use lockmeter_stats::profile::{self, Counters, Durations, Health, InProgress, Kind, OnCpuUse, LockProfile, Profile, Role, SiteProfile, StackProfile};
 
 struct Rng(u64);
 
@@ -70,6 +70,13 @@ fn random_profile(rng: &mut Rng) -> Profile {
                 stacks: (0..rng.below(3))
                     .map(|_| StackProfile { frames: (0..1 + rng.below(4)).map(|_| rng.text()).collect(), contended: rng.below(99), wait_ns: rng.below(1 << 30) })
                     .collect(),
+                now: (rng.below(3) == 0).then(|| InProgress {
+                    holders: rng.below(3),
+                    held_ns: rng.below(1 << 40),
+                    readers: rng.below(3),
+                    waiters: rng.below(5),
+                    waited_ns: rng.below(1 << 40),
+                }),
             }
         })
         .collect();

@@ -486,6 +486,26 @@ static int fork_first(void) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* stuck: a thread takes stuck_lock and never lets go; main says
+ * "waiting" and waits for it (a hung program, stopped by a signal). */
+pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *stuck_holder(void *arg) {
+    pthread_mutex_lock(&stuck_lock);
+    for (;;) pause();
+    return arg;
+}
+
+static int stuck(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, stuck_holder, NULL);
+    sleep_ms(100);
+    printf("waiting\n");
+    fflush(stdout);
+    pthread_mutex_lock(&stuck_lock);
+    return 0;
+}
+
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
  * interrupt: ^C to itself, exit 3 only if it survives; alarm: an alarm
@@ -511,6 +531,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "orphan_hold")) return orphan_hold(argv[0]);
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
+    if (!strcmp(mode, "stuck")) return stuck();
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();

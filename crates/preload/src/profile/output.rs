@@ -734,6 +734,27 @@ fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::O
     })
 }
 
+/// Lock `index`'s holds and waits in progress now, if any: each thread's
+/// hold flag and timed hold start, and the lock's waiter clock.
+fn in_progress(blocks: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units) -> Option<profile::InProgress> {
+    let now = clock::cycles();
+    let mut progress = profile::InProgress::default();
+    for mine in blocks.iter().map(|b| b.lock(index)) {
+        if mine.holding.load(Relaxed) != 0 {
+            progress.holders += 1;
+            let since = mine.acquired_at.load(Relaxed);
+            if since != 0 {
+                progress.held_ns = progress.held_ns.max(units.ns(now.saturating_sub(since)));
+            }
+        }
+        progress.readers += u64::from(mine.reads_open.load(Relaxed));
+    }
+    let waiters = record.clock.now();
+    progress.waiters = waiters.count();
+    progress.waited_ns = units.ns(table::WaiterClock::waited_so_far(waiters, now));
+    (progress.holders + progress.readers + progress.waiters > 0).then_some(progress)
+}
+
 fn build(profiler: &Profiler, reason: &str) -> Profile {
     let units = Units(clock::cycles_per_ns());
     let replacing = crate::replace::algorithm();
@@ -821,6 +842,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             hist.pop();
         }
         let util_base = if kind == Kind::Rwlock || kind == Kind::Mutex || kind == Kind::Spin { exclusive.hold_ns.total } else { 0 };
+        let now = in_progress(&blocks, index, record, &units);
         locks.push(LockProfile {
             name,
             kind: profile_kind,
@@ -835,6 +857,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             write,
             sites,
             stacks: stacks_of.remove(&index).unwrap_or_default(),
+            now,
         });
     }
     let h = &tables.health;

@@ -178,6 +178,14 @@ impl WaiterClock {
         Waiters(self.word.load(Acquire))
     }
 
+    /// Cycles the threads waiting at `waiters` have waited by `now`, in
+    /// all.
+    pub fn waited_so_far(waiters: Waiters, now: u64) -> u64 {
+        let units = waiters.count().wrapping_mul(now >> UNIT_SHIFT).wrapping_sub(waiters.start_sum()) & SUM_MASK;
+        // As in `delay`: a "negative" result is no wait.
+        if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
+    }
+
     /// Waiter-cycles during a hold from `at_start` (time `started`) to
     /// `at_end` (time `ended`).
     pub fn delay(at_start: Waiters, started: u64, at_end: Waiters, ended: u64) -> u64 {
@@ -829,6 +837,19 @@ mod tests {
         clock.leave(1500 * u);
         assert!(clock.now() == Waiters::default());
         assert_eq!(WaiterClock::delay(Waiters::default(), 0, Waiters::default(), 5000 * u), 0, "nobody waited");
+    }
+
+    #[test]
+    fn waits_so_far_are_the_waiters_time_since_they_came() {
+        let clock = WaiterClock::default();
+        let u = 1 << UNIT_SHIFT;
+        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 0);
+        clock.arrive(1000 * u);
+        clock.arrive(3000 * u);
+        assert_eq!(clock.now().count(), 2);
+        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), (4000 + 2000) * u);
+        clock.leave(1000 * u);
+        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 2000 * u);
     }
 
     #[test]

@@ -217,6 +217,39 @@ pub struct LockProfile {
     /// Stacks of contended acquisitions (only with `--frames N`).
     #[serde(default)]
     pub stacks: Vec<StackProfile>,
+    /// What was in progress as the profile was written, if anything: a
+    /// profile written while threads still run (at a signal, an interval,
+    /// an exit with threads left) shows which locks were held and waited
+    /// for, as a hung program's does. Its counters above count only what
+    /// had ended.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub now: Option<InProgress>,
+}
+
+/// A lock's holds and waits in progress when its profile was written.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InProgress {
+    /// Threads holding it (an rwlock's writers).
+    pub holders: u64,
+    /// The longest of those holds so far, ns, if one was timed (holds
+    /// are timed in a sample, and always after a wait): 0 if none was.
+    pub held_ns: u64,
+    /// An rwlock's read holds open.
+    pub readers: u64,
+    /// Threads waiting for it (in a condvar's case, for a signal).
+    pub waiters: u64,
+    /// Their waits so far, ns, in all.
+    pub waited_ns: u64,
+}
+
+impl InProgress {
+    fn merge(&mut self, other: &InProgress) {
+        self.holders += other.holders;
+        self.held_ns = self.held_ns.max(other.held_ns);
+        self.readers += other.readers;
+        self.waiters += other.waiters;
+        self.waited_ns += other.waited_ns;
+    }
 }
 
 /// The name a lock is merged under: a global's locks (`stripes+0x28`)
@@ -354,7 +387,10 @@ impl Profile {
     /// The locks with any waiting, timeouts or refusals, or holding: every
     /// lock that was used at all.
     pub fn used_locks(&self) -> impl Iterator<Item = &LockProfile> {
-        self.locks.iter().filter(|l| l.counters.acquisitions + l.counters.reject + l.counters.timeout > 0)
+        self.locks.iter().filter(|l| {
+            l.counters.acquisitions + l.counters.reject + l.counters.timeout > 0
+                || l.now.as_ref().is_some_and(|now| now.holders + now.readers + now.waiters > 0)
+        })
     }
 }
 
@@ -393,6 +429,11 @@ impl Profile {
                         }
                     }
                     into.stacks.extend(lock.stacks.iter().cloned());
+                    match (&mut into.now, &lock.now) {
+                        (Some(into), Some(now)) => into.merge(now),
+                        (into @ None, Some(now)) => *into = Some(now.clone()),
+                        (_, None) => {}
+                    }
                 }
             }
         }
@@ -468,7 +509,9 @@ impl SortKey {
 /// variables come after the locks: their waits are for events, not for
 /// other threads to get out of the way.
 pub fn selected_locks(profile: &Profile, sort: SortKey, min_wait_ns: u64) -> Vec<&LockProfile> {
-    let mut locks: Vec<&LockProfile> = profile.used_locks().filter(|l| l.counters.wait_ns.total >= min_wait_ns).collect();
+    // A wait in progress counts as waited (a hung program's locks).
+    let waited = |l: &LockProfile| l.counters.wait_ns.total + l.now.as_ref().map_or(0, |now| now.waited_ns);
+    let mut locks: Vec<&LockProfile> = profile.used_locks().filter(|l| waited(l) >= min_wait_ns).collect();
     locks.sort_by(|a, b| {
         (a.kind == Kind::Cond)
             .cmp(&(b.kind == Kind::Cond))

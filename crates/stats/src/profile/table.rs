@@ -102,6 +102,9 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             out.push('\n');
         }
     }
+    if let Some(now) = &lock.now {
+        let _ = writeln!(out, "{:>96}  {}", "", in_progress(now, lock.kind));
+    }
     let acquired = if lock.kind == Kind::Sem { "acquired at" } else { "held at" };
     for (role, verb) in [(Role::Waiter, "waited at"), (Role::Holder, acquired)] {
         let sites = sites_in_role(lock, role, options.sort);
@@ -117,6 +120,35 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
         if sites.len() > options.sites_per_role {
             let _ = writeln!(out, "{:>96}  ({} more sites {verb})", "", sites.len() - options.sites_per_role);
         }
+    }
+}
+
+/// A lock's holds and waits in progress, as a row's label: "now: held
+/// by 1 thread (2.50 s so far); 1 thread waiting (2.40 s so far)".
+fn in_progress(now: &super::InProgress, kind: Kind) -> String {
+    let threads = |n: u64| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
+    let mut parts = Vec::new();
+    if now.holders > 0 {
+        let since = if now.held_ns > 0 { format!(" ({} so far)", span(now.held_ns)) } else { String::new() };
+        parts.push(format!("held by {}{since}", threads(now.holders)));
+    }
+    if now.readers > 0 {
+        parts.push(format!("{} read hold{} open", now.readers, if now.readers == 1 { "" } else { "s" }));
+    }
+    if now.waiters > 0 {
+        let what = if kind == Kind::Cond { "waiting for a signal" } else { "waiting" };
+        let each = if now.waiters == 1 { "so far" } else { "so far in all" };
+        parts.push(format!("{} {what} ({} {each})", threads(now.waiters), span(now.waited_ns)));
+    }
+    format!("now: {}", parts.join("; "))
+}
+
+/// A duration for people: µs under a millisecond, then ms, then s.
+fn span(ns: u64) -> String {
+    match ns {
+        0..1_000_000 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
     }
 }
 
