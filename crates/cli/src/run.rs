@@ -638,17 +638,22 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
 }
 
-/// The signals that stop a run, caught for the whole of it: SIGTERM and
-/// SIGHUP are passed on to the program `run` waits for; ^C is noted only
-/// (the terminal sends it to CMD too). Each is noted with when it came:
-/// it stops the wait for CMD's orphans, whenever it came, and decides how
-/// lockmeter ends. One handler from CMD's start to the last report, so
-/// that none is lost between two (a stop that came between CMD's end and
-/// the wait's own handlers used to be dropped).
+/// The signals lockmeter takes for CMD, caught for the whole run: SIGTERM
+/// and SIGHUP, and the user signals (a log reopened, a status dumped),
+/// are passed on to the program `run` waits for (SIGUSR1 killed
+/// lockmeter and left CMD running); ^C is noted only (the terminal sends
+/// it to CMD too). Each is noted with when it came: ^C, SIGTERM and
+/// SIGHUP are stops, which end the wait for CMD's orphans whenever they
+/// came, and the last signal decides how lockmeter ends. One handler
+/// from CMD's start to the last report, so that none is lost between two
+/// (a stop that came between CMD's end and the wait's own handlers used
+/// to be dropped).
 mod signals {
-    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
-    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    const SIGNALS: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+    /// Whether a stop (^C, SIGTERM, SIGHUP) came.
+    static STOPPED: AtomicBool = AtomicBool::new(false);
 
     /// The program's pid, 0 until it runs and once it has ended.
     static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -661,11 +666,14 @@ mod signals {
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
-    pub struct Previous([libc::sigaction; 3]);
+    pub struct Previous([libc::sigaction; 5]);
 
     extern "C" fn on_signal(signal: libc::c_int) {
         RECEIVED_AT.store(now_ns(), Ordering::SeqCst);
         RECEIVED.store(signal, Ordering::SeqCst);
+        if matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
+            STOPPED.store(true, Ordering::SeqCst);
+        }
         if signal == libc::SIGINT {
             return;
         }
@@ -727,6 +735,11 @@ mod signals {
         // SAFETY: clock_gettime writes into `now`.
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
         now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    }
+
+    /// Whether a stop (^C, SIGTERM, SIGHUP) came.
+    pub fn stopped() -> bool {
+        STOPPED.load(Ordering::SeqCst)
     }
 
     /// The signal lockmeter last received, and when ([`now_ns`]).
@@ -857,7 +870,7 @@ mod orphans {
             if left.is_empty() && left_running().is_empty() {
                 return Outcome::default();
             }
-            if super::signals::received().is_some() {
+            if super::signals::stopped() {
                 let waited = stop_seen.get_or_insert_with(Instant::now).elapsed();
                 if waited >= GRACE && (waited >= WRITING_GRACE || !a_profile_is_being_written(scratch)) {
                     say!(

@@ -717,6 +717,15 @@ fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
             assert_eq!(lock(&profile, "status_lock").counters.acquisitions, expected, "{case}");
         }
     }
+    // The user signals are CMD's business too: passed on (SIGUSR1 killed
+    // lockmeter and left CMD running), and CMD's exit is the run's.
+    let script = "trap 'exit 5' USR1; echo ready; while :; do sleep 0.05; done";
+    let (child, ready) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", script]));
+    assert_eq!(ready, "ready\n");
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// Served by `pi`, a normal mutex unlocked by a thread that does not hold
