@@ -471,6 +471,13 @@ fn one_line(rendered: &str) -> String {
     format!("{first} {}", items.join(", "))
 }
 
+/// The subcommand the command line names, if its first argument is one.
+fn subcommand_named() -> Option<String> {
+    use clap::CommandFactory;
+    let first = std::env::args().nth(1)?;
+    Cli::command().get_subcommands().any(|sub| sub.get_name() == first).then_some(first)
+}
+
 /// The plot to draw: the one asked for, which must be drawable (an error
 /// said here, before any work, is `Err`), or else `default`, a bonus that
 /// an unwritable working directory only loses (`None`, with a warning
@@ -517,8 +524,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         Err(e) => {
-            // One line, like every other error; --help has the rest.
-            say!("lockmeter: error: {} (see lockmeter --help)", one_line(&e.render().to_string()));
+            // One line, like every other error; --help has the rest (the
+            // subcommand's own, when the error is in one).
+            let help = subcommand_named().map_or("lockmeter --help".to_string(), |sub| format!("lockmeter {sub} --help"));
+            say!("lockmeter: error: {} (see {help})", one_line(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };

@@ -203,6 +203,10 @@ pub fn library() -> Result<PathBuf, Failure> {
 
 /// The program `name` would run as, searched in PATH as a shell does.
 pub fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
+    if name.is_empty() {
+        // (Joined to each PATH directory, it found the first directory.)
+        return Err(Failure { message: "command not found: the command name is empty".into(), code: 127 });
+    }
     let as_path = PathBuf::from(name);
     let text = name.to_string_lossy();
     let candidates: Vec<PathBuf> = if text.contains('/') {
@@ -451,6 +455,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     if let Some(interval) = options.interval {
         command.env("LOCKMETER_INTERVAL", format!("{}ms", interval.as_millis().max(1)));
+    }
+    if options.oncpu && options.lock != Some(lockmeter_locks::Algorithm::Adaptive) {
+        say!("lockmeter: note: --oncpu helps `adaptive` only: add --lock adaptive to serve CMD's pthread mutexes with it (without, only locks of ours CMD links itself ask the table)");
     }
     let table = if options.oncpu { Some(private_table(&mut command)?) } else { None };
     // Like time(1): ^C and ^\ go to the program (the terminal sends them

@@ -54,6 +54,9 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     one_line(&["report"], "not provided: <FILES>");
     one_line(&["run", "--frame", "3", "--", "true"], "unexpected argument '--frame'");
     one_line(&["advise", "--bogus", "--", "true"], "unexpected argument '--bogus'");
+    // The help that has the rest is the subcommand's own.
+    one_line(&["run", "--bogus", "--", "true"], "(see lockmeter run --help)");
+    one_line(&["bogus"], "(see lockmeter --help)");
     let out = lockmeter().output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());

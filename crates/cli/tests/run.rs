@@ -934,6 +934,12 @@ fn one_line_error(output: &Output, code: i32, needle: &str) {
 fn bad_input_gets_one_line_and_the_right_exit_code() {
     one_line_error(&lockmeter().args(["run"]).output().unwrap(), 2, "no command given");
     one_line_error(&lockmeter().args(["run", "--", "no-such-program-here"]).output().unwrap(), 127, "command not found");
+    one_line_error(&lockmeter().args(["run", "--", ""]).output().unwrap(), 127, "the command name is empty");
+    // The on-CPU table without the lock that asks it: said first, whether
+    // the table then loads (root) or not.
+    let output = lockmeter().args(["run", "--oncpu", "-o", "/dev/null", "--", "true"]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.starts_with("lockmeter: note: --oncpu helps `adaptive` only: add --lock adaptive"), "{said}");
     one_line_error(&lockmeter().args(["run", "--format", "pprof", "--", "true"]).output().unwrap(), 2, "-o FILE");
     one_line_error(&lockmeter().args(["run", "--format", "yaml", "--", "true"]).output().unwrap(), 2, "yaml");
     let dir = scratch("bad");
