@@ -1,6 +1,6 @@
 //! `lockmeter bench`: the seeds' experiments, our locks against the peers.
 
-use crate::args::{check_directory_exists, check_plot_path, write_atomically};
+use crate::args::{check_plot_path, check_writable, write_atomically};
 use crate::progress::Progress;
 use crate::run::Failure;
 use lockmeter_bench::experiment::{Experiment, Workload};
@@ -84,7 +84,10 @@ pub fn validate(o: &Options) -> Result<(), String> {
         check_plot_path(path)?;
     }
     if let Some(output) = &o.output {
-        check_directory_exists(output)?;
+        // Writable as a file, not only in an existing directory: a
+        // directory named as the file, or one that takes no file, was
+        // found after the run, which then went to stdout.
+        check_writable(output)?;
     }
     if let Some(fs) = &o.fs {
         if !fs.is_dir() {

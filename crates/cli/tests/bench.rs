@@ -308,7 +308,9 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "sem", "--duty", "8"], "only apply to the duty workload"),
         (vec!["bench", "tea"], "invalid value 'tea'"),
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
-        (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "does not exist"),
+        (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "cannot write /nonexistent-dir/out.json: No such file"),
+        // Found before the run, which used to go to stdout after it.
+        (vec!["bench", "duty", "-o", "/tmp"], "cannot write /tmp: it is a directory"),
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
         (vec!["bench", "duty", "--threads", "2", "--plot-histogram", "h.svg", "--histogram-threads", "4"], "not one of the thread counts run (2)"),
         // Against the default counts too, before the run, not after it.
