@@ -287,6 +287,12 @@ fn signal_name(signal: i32) -> String {
     name.to_string()
 }
 
+/// Whether `path` is a regular file (where a link leads) last written
+/// before `started`.
+fn from_before(path: &Path, started: std::time::SystemTime) -> bool {
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.modified().is_ok_and(|at| at < started))
+}
+
 /// `out.json` for the root process, `out.PID.json` for the others.
 fn output_for(output: &Path, pid: u32, root: bool) -> PathBuf {
     // A device or descriptor takes every process's report, one after the
@@ -435,6 +441,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     if statically_linked(&path) {
         say!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
+    let run_started = std::time::SystemTime::now();
     let scratch = scratch_dir()?;
     let mut command = Command::new(program);
     command
@@ -570,6 +577,15 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             None => "statically linked, or it cleared LD_PRELOAD".to_string(),
         };
         say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
+    }
+    if !profiles.iter().any(|p| p.as_ref().is_ok_and(|p| p.pid == root)) {
+        if let Some(stale) = options.output.as_deref().filter(|o| from_before(o, run_started)) {
+            // -o holds this run's report or nothing: an earlier run's,
+            // left in its place, read as this one's.
+            if std::fs::remove_file(profile::link_target(stale)).is_ok() {
+                say!("lockmeter: warning: removed {}, an earlier run's report, as this run wrote none there", stale.display());
+            }
+        }
     }
     // The program has run: a report that cannot be written is an error,
     // but the other processes' reports and the program's status still

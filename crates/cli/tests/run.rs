@@ -518,6 +518,25 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
+/// -o FILE holds this run's report or nothing: an earlier run's, left in
+/// place when this run's program wrote none, was read as this run's.
+#[test]
+fn an_earlier_report_is_not_left_as_this_run_s() {
+    let dir = scratch("stale");
+    let file = dir.join("p.json");
+    std::fs::write(&file, "an earlier run's report").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let output = lockmeter().args(["run", "-o"]).arg(&file).args(["--", "sh", "-c", "kill -KILL $$"]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGKILL), "{said}");
+    assert!(said.contains("removed") && !file.exists(), "{said}");
+    // A run that writes its report replaces it as ever.
+    std::fs::write(&file, "an earlier run's report").unwrap();
+    let output = lockmeter().args(["run", "-o"]).arg(&file).args(["--", "true"]).output().unwrap();
+    assert!(output.status.success() && !String::from_utf8_lossy(&output.stderr).contains("removed"));
+    assert_eq!(Profile::load(&file).unwrap().program, "true");
+}
+
 /// A hung program stopped by a signal shows what it was stuck on: the
 /// lock held, since when, and the thread waiting for it (both read as
 /// unused: one acquisition, no wait).
