@@ -316,13 +316,22 @@ impl Profiler {
         self.claim_block()
     }
 
+    /// The calling thread's counters, for an acquisition (or a refused
+    /// one): one that goes unrecorded for want of them is counted, so it
+    /// shows (releases are not: the unit of operations lost is the
+    /// acquisition, as of the operations seen).
+    #[inline(always)]
+    fn block_for_acquisition(&self) -> Option<&ThreadBlock> {
+        let block = self.block();
+        if block.is_none() {
+            self.tables.health.no_thread_block.fetch_add(1, Relaxed);
+        }
+        block
+    }
+
     #[cold]
     fn claim_block(&self) -> Option<&ThreadBlock> {
-        let Some(block) = self.tables.claim_block() else {
-            // Counted where the operation goes unrecorded, so it shows.
-            self.tables.health.no_thread_block.fetch_add(1, Relaxed);
-            return None;
-        };
+        let block = self.tables.claim_block()?;
         BLOCK.with(|b| b.set(BlockCache { epoch: self.epoch, block }));
         let _ = GUARD.try_with(|g| *g.borrow_mut() = Some(BlockGuard(block, self.epoch)));
         Some(block)
@@ -362,7 +371,7 @@ impl Profiler {
         // One after the other: an operation lost for want of a lock slot
         // is not lost again for want of a counter block.
         let Some((index, record)) = self.record(kind, address, pc) else { return };
-        let Some(block) = self.block() else { return };
+        let Some(block) = self.block_for_acquisition() else { return };
         self.acquired_exclusive_in(block, index, record, kind, address, pc, how, now);
     }
 
@@ -490,7 +499,7 @@ impl Profiler {
     /// nested read holds of one lock count as one hold.
     pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
         let Some((index, _)) = self.record(kind, address, pc) else { return };
-        let Some(block) = self.block() else { return };
+        let Some(block) = self.block_for_acquisition() else { return };
         let mine = block.lock(index);
         let side = &mine.sides[SHARED];
         count_wait(side, Some(&mine.hist), how);
@@ -544,7 +553,7 @@ impl Profiler {
     /// A trylock refused (or a timed acquisition gave up after `waited`).
     pub fn refused(&self, kind: Kind, address: usize, pc: usize, side: usize, timed_out_after: Option<u64>) {
         let Some((index, _)) = self.record(kind, address, pc) else { return };
-        let Some(block) = self.block() else { return };
+        let Some(block) = self.block_for_acquisition() else { return };
         let mine = block.lock(index);
         let site = block.site(self.cached_site(index, mine, pc)).map(|s| &s.counters);
         for counters in std::iter::once(&mine.sides[side]).chain(site) {

@@ -896,12 +896,14 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     }
     if blockless > 0 {
         warnings.push(format!(
-            "{blockless} lock calls were not recorded: their threads' counters ({} KB of address space each) \
+            "{blockless} operations were not recorded: their threads' counters ({} KB of address space each) \
              could not be mapped; lower --max-locks, or raise `ulimit -v`",
             tables.thread_block_bytes() >> 10
         ));
     }
-    let dropped = unrecorded + crowded + unsited + unstacked + blockless;
+    // Operations not recorded at all; those recorded without their site
+    // or stack are in the warnings, not lost.
+    let dropped = unrecorded + crowded + blockless;
     if events == 0 && dropped == 0 {
         warnings.insert(
             0,

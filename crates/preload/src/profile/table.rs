@@ -550,7 +550,13 @@ impl Tables {
                 } else {
                     &self.health.lock_table_full
                 };
-                counter.fetch_add(1, Relaxed);
+                // Operations lost are acquisitions, the unit of the
+                // profile's "lock operations": an initialisation without a
+                // slot is not one (counted too, a lock made and taken once
+                // read as two operations lost).
+                if named == 0 {
+                    counter.fetch_add(1, Relaxed);
+                }
                 return None;
             };
             // No live record of the address: revive the candidate. Only
@@ -750,6 +756,12 @@ mod tests {
         let inserted = (0..200usize).filter(|i| tables.lock(0x10000 + 64 * i, 0, 1).is_some()).count();
         assert_eq!(inserted, 128);
         assert_eq!(tables.health.lock_table_full.load(Relaxed), 72);
+        // Initialisations that find no slot are not counted: only the
+        // acquisitions that then miss.
+        assert!(tables.initialised(0x90000, 0, 1).is_none());
+        assert_eq!(tables.health.lock_table_full.load(Relaxed), 72);
+        assert!(tables.lock(0x90000, 0, 1).is_none());
+        assert_eq!(tables.health.lock_table_full.load(Relaxed), 73);
         assert_eq!(Tables::new(0).unwrap().lock_slots(), 64);
         assert_eq!(Tables::new(usize::MAX).unwrap().lock_slots(), MAX_MAX_LOCKS);
     }
