@@ -762,16 +762,17 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let symbols = Symbolizer::new();
     let tables: &Tables = &profiler.tables;
     let blocks: Vec<&ThreadBlock> = tables.blocks().collect();
-    let mut sites_of: HashMap<u32, Vec<(usize, Sum)>> = HashMap::new();
+    // Each lock's sites' record ids; their counters are read beside the
+    // lock's own, so that a profile written while threads run has a
+    // lock's total and its sites' read at one moment (read in a pass of
+    // their own before the locks, they fell behind by thousands).
+    let mut site_ids_of: HashMap<u32, Vec<(usize, Vec<u32>)>> = HashMap::new();
     for (lock, pc, id) in tables.all_sites() {
         // A pair may have two records (see `SiteRecord`): one row.
-        let sites = sites_of.entry(lock).or_default();
-        let at = sites.iter().position(|(known, _)| *known == pc).unwrap_or_else(|| {
-            sites.push((pc, Sum::default()));
-            sites.len() - 1
-        });
-        for site in blocks.iter().filter_map(|b| b.site(id)) {
-            sites[at].1.add(&site.counters);
+        let sites = site_ids_of.entry(lock).or_default();
+        match sites.iter_mut().find(|(known, _)| *known == pc) {
+            Some((_, ids)) => ids.push(id),
+            None => sites.push((pc, vec![id])),
         }
     }
     let mut stacks_of: HashMap<u32, Vec<StackProfile>> = HashMap::new();
@@ -786,6 +787,19 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     for (index, record) in tables.all_locks() {
         let kind = Kind::from_u32(record.kind.load(Relaxed));
         let address = record.key.load(Relaxed);
+        let sites_sums: Vec<(usize, Sum)> = site_ids_of
+            .get(&index)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|(pc, ids)| {
+                let mut sum = Sum::default();
+                for site in ids.iter().flat_map(|&id| blocks.iter().filter_map(move |b| b.site(id))) {
+                    sum.add(&site.counters);
+                }
+                (*pc, sum)
+            })
+            .collect();
         let (mut exclusive_sum, mut shared_sum) = (Sum::default(), Sum::default());
         let mut hist = vec![0u64; HIST_BINS];
         for mine in blocks.iter().map(|b| b.lock(index)) {
@@ -796,7 +810,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             }
         }
         if matches!(kind, Kind::Mutex | Kind::Spin) {
-            estimate_by_site(&mut exclusive_sum, sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]));
+            estimate_by_site(&mut exclusive_sum, &sites_sums);
         }
         let waits = match kind {
             Kind::Spin => Waits::AllSpin,
@@ -826,7 +840,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             format!("heap@{}{line}{origin}", site.name)
         });
         let mut sites = Vec::new();
-        for (pc, sum) in sites_of.get(&index).map(Vec::as_slice).unwrap_or(&[]) {
+        for (pc, sum) in &sites_sums {
             let rows = site_rows(sum, &units, &code(*pc), *pc, waits);
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
