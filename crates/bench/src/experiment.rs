@@ -349,11 +349,11 @@ impl Experiment {
         for repeat in 0..self.repeat {
             for (i, point) in points.iter().enumerate() {
                 progress(&format!(
-                    "{} {}{} {} threads, run {}/{}",
+                    "{} {}{} {}, run {}/{}",
                     self.workload.name(),
                     self.lock_label(point.lock),
                     point.period_ns.map_or(String::new(), |p| format!(" P={p}ns D={}%", point.duty_pct.unwrap_or(0))),
-                    point.threads,
+                    crate::render::threads(point.threads),
                     repeat + 1,
                     self.repeat
                 ));

@@ -164,11 +164,12 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
     let (period, duty, points) = panels.first().ok_or("the report has no points")?;
     let chosen: Vec<&PointResult> = points.iter().copied().filter(|p| p.threads == threads).collect();
     if chosen.is_empty() {
-        return Err(format!("no points at {threads} threads to plot a histogram of"));
+        return Err(format!("no points at {} to plot a histogram of", crate::render::threads(threads)));
     }
     let title = format!(
-        "Acquisition time, {} at {threads} threads (acq time = 2^bin cycles)",
-        panel_title(&report.workload, *period, *duty)
+        "Acquisition time, {} at {} (acq time = 2^bin cycles)",
+        panel_title(&report.workload, *period, *duty),
+        crate::render::threads(threads)
     );
     with_backend(
         path,

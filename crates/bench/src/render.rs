@@ -192,9 +192,9 @@ fn overran(report: &Report) -> Option<String> {
     let longest = report.points.iter().max_by(|a, b| a.median_run_seconds.total_cmp(&b.median_run_seconds))?;
     (longest.median_run_seconds > 1.25 * report.seconds_per_run).then(|| {
         format!(
-            "(runs lasted up to {} at {} threads: workers count until they see the stop; ops/s divide by the time they ran)",
+            "(runs lasted up to {} at {}: workers count until they see the stop; ops/s divide by the time they ran)",
             run_length(longest.median_run_seconds),
-            longest.threads
+            threads(longest.threads)
         )
     })
 }
@@ -293,6 +293,11 @@ pub fn csv(report: &Report) -> String {
         );
     }
     out
+}
+
+/// "1 thread", "4 threads".
+pub fn threads(n: usize) -> String {
+    if n == 1 { "1 thread".to_string() } else { format!("{n} threads") }
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn torture(options: &Options) -> Result<bool, String> {
     let mut outcomes = Vec::new();
     for &subject in &options.subjects {
         for &threads in &options.threads {
-            progress.step(&format!("{} at {threads} threads, {}", subject.name(), seconds(options.duration)));
+            progress.step(&format!("{} at {}, {}", subject.name(), lockmeter_bench::render::threads(threads), seconds(options.duration)));
             let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
             outcomes.push(torture::run(&config));
         }
@@ -99,9 +99,9 @@ pub fn torture(options: &Options) -> Result<bool, String> {
     for outcome in outcomes.iter().filter(|o| o.violation.is_some()) {
         clean = false;
         say!(
-            "lockmeter: torture failed: {} at {} threads (seed {}): {}",
+            "lockmeter: torture failed: {} at {} (seed {}): {}",
             outcome.lock,
-            outcome.threads,
+            lockmeter_bench::render::threads(outcome.threads),
             outcome.seed,
             outcome.violation.as_deref().unwrap_or_default()
         );
