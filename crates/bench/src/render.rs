@@ -92,9 +92,11 @@ pub fn table(report: &Report) -> String {
                 });
             }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
-            grid(&mut out, &heading, &points, 9, |p| format!("{:.1}", p.wait_ns.p99 / 1e3));
+            // "-" where no wait was timed (the kernel's locks under --fs).
+            let timed = |p: &PointResult, text: String| if p.wait_ns.samples == 0 { "-".to_string() } else { text };
+            grid(&mut out, &heading, &points, 9, |p| timed(p, format!("{:.1}", p.wait_ns.p99 / 1e3)));
             let heading = format!("{title}: waits over 1 ms, % of the timed acquisitions");
-            grid(&mut out, &heading, &points, 9, |p| format!("{:.2}", 100.0 * p.wait_ns.over_1ms_share));
+            grid(&mut out, &heading, &points, 9, |p| timed(p, format!("{:.2}", 100.0 * p.wait_ns.over_1ms_share)));
         }
     }
     out
@@ -304,6 +306,20 @@ pub fn threads(n: usize) -> String {
 mod tests {
     use super::{mops, run_length, table};
     use crate::fixtures::{point, report};
+
+    /// Where no wait was timed (the kernel's locks under --fs), the wait
+    /// columns say so rather than read 0.0.
+    #[test]
+    fn untimed_waits_read_as_a_dash() {
+        let mut kernel = point("kernel", 2, 1e5);
+        kernel.wait_ns.samples = 0;
+        let mut timed = point("std", 2, 1e5);
+        timed.wait_ns.p99 = 2500.0;
+        let text = table(&report(vec![kernel, timed]));
+        let p99 = text.split("wait p99 in us").nth(1).unwrap();
+        let row = |lock: &str| p99.lines().find(|l| l.starts_with(lock)).unwrap().split_whitespace().nth(1).unwrap().to_string();
+        assert_eq!((row("kernel"), row("std")), ("-".to_string(), "2.5".to_string()), "{text}");
+    }
 
     #[test]
     fn runs_that_overran_are_noted_under_the_header() {
