@@ -1188,6 +1188,31 @@ fn a_static_binary_gets_a_warning() {
     assert!(stderr.contains("wrote no profile"), "{stderr}");
 }
 
+/// Preloaded directly with one file for the output, a child of `fork`
+/// (which keeps running the parent's program) writes beside it with its
+/// pid, not over the parent's profile: the tree's root is noted at start
+/// and kept, not read from the environment at each write.
+#[test]
+fn a_forked_child_writes_beside_its_parent_s_profile() {
+    let dir = scratch("forked");
+    let file = dir.join("p.json");
+    let status = Command::new(subjects())
+        .arg("fork_first")
+        .env("LD_PRELOAD", Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().join("liblockmeter.so"))
+        .env("LOCKMETER_OUTPUT", &file)
+        .env_remove("LOCKMETER_ROOT_PID")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let parent = Profile::load(&file).unwrap();
+    let others: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p != &file).collect();
+    assert_eq!(others.len(), 1, "{others:?}");
+    assert!(others[0].to_string_lossy().starts_with(&format!("{}.", file.display())), "{others:?}");
+    let child = Profile::load(&others[0]).unwrap();
+    assert_eq!(child.ppid, parent.pid);
+    assert_eq!(lock(&child, "first_lock").counters.acquisitions, 2);
+}
+
 #[test]
 fn a_dump_signal_writes_the_profile_while_the_program_runs() {
     let dir = scratch("signal");

@@ -67,10 +67,16 @@ fn spinning_from(value: Option<&str>) -> bool {
 /// from `lookup` (a variable's value by name), instead of through the
 /// program's `getenv` when first needed. For a library loaded into a
 /// program that replaces `getenv` with its own (bash does), called while
-/// the process's environment is still the one it was started with.
+/// the process's environment is still the one it was started with. A
+/// switch not set there is left to be read when first needed (a program
+/// may still set it before its first lock).
 pub fn read_environment_from(lookup: impl Fn(&str) -> Option<String>) {
-    set_spinning(spinning_from(lookup("LOCKMETER_SPIN").as_deref()));
-    set_handoff_bound(handoff_bound_from(lookup("LOCKMETER_HANDOFF_US").as_deref()));
+    if let Some(spin) = lookup("LOCKMETER_SPIN") {
+        set_spinning(spinning_from(Some(&spin)));
+    }
+    if let Some(bound) = lookup("LOCKMETER_HANDOFF_US") {
+        set_handoff_bound(handoff_bound_from(Some(&bound)));
+    }
 }
 
 /// Turns optimistic spinning on or off for every lock in the process.

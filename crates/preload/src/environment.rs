@@ -16,8 +16,11 @@ extern "C" {
 pub fn get(name: &str) -> Option<&'static CStr> {
     // SAFETY: `environ` is glibc's array of NUL-terminated "NAME=value"
     // strings, ended by a null pointer (or itself null); entries live as
-    // long as the environment is not changed, which the library does only
-    // from its constructor.
+    // long as the environment is not changed. The library reads it only
+    // while the process starts (its constructor, the first lock call, a
+    // fork's child before it returns to the program), before the program
+    // can be calling `setenv` from another thread; later writes use what
+    // was read then.
     unsafe {
         let mut entry = environ;
         while !entry.is_null() && !(*entry).is_null() {

@@ -482,10 +482,32 @@ fn output_path(template: &str) -> String {
     if template.contains("%p") {
         return template.replace("%p", &me);
     }
-    match env("LOCKMETER_ROOT_PID") {
+    match root_pid() {
         Some(root) if root != me => format!("{template}.{me}"),
         _ => template.to_string(),
     }
+}
+
+/// The profiled tree's root: read from the environment at start (and
+/// again by [`mark_root`]), then kept, so that a write later (from the
+/// dump thread, a signal handler) does not read `environ` while the
+/// program may be changing it with `setenv`. A forked child keeps its
+/// parent's. `UNREAD` until read, 0 for none.
+static ROOT_PID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(UNREAD);
+const UNREAD: i64 = -1;
+
+fn read_root_pid() -> i64 {
+    let root = env("LOCKMETER_ROOT_PID").and_then(|root| root.trim().parse::<u32>().ok()).map_or(0, i64::from);
+    ROOT_PID.store(root, Relaxed);
+    root
+}
+
+fn root_pid() -> Option<String> {
+    let root = match ROOT_PID.load(Relaxed) {
+        UNREAD => read_root_pid(),
+        known => known,
+    };
+    (root != 0).then(|| root.to_string())
 }
 
 /// Records this process as the root of the tree being profiled, so that
@@ -497,13 +519,14 @@ pub fn mark_root() {
         // program's main starts threads.
         unsafe { libc::setenv(c"LOCKMETER_ROOT_PID".as_ptr(), value.as_ptr(), 0) };
     }
+    read_root_pid();
 }
 
 /// Whether this process is the root of the profiled tree (the process
 /// `lockmeter run` started, or one that process became by `exec`), after
 /// [`mark_root`]; true outside a profiled tree.
 pub fn is_tree_root() -> bool {
-    env("LOCKMETER_ROOT_PID").is_none_or(|root| root.trim() == pid().to_string())
+    root_pid().is_none_or(|root| root == pid().to_string())
 }
 
 /// Builds and writes the profile now.
