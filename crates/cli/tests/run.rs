@@ -1172,6 +1172,10 @@ fn go_tool_pprof_reads_the_pprof_output() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
     assert!(text.contains("Type: delay") && text.contains("hold_waiter+0x") && text.contains("cache_lock (mutex)"), "{text}");
+    // A call site's source line comes along (pprof's -lines shows it).
+    let output = Command::new(go).args(["tool", "pprof", "-top", "-lines", "-sample_index=delay"]).arg(&pprof).env("HOME", &dir).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.lines().any(|l| l.contains("hold_waiter+0x") && l.contains("subjects.c:")), "{text}");
 }
 
 #[test]

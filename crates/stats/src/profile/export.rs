@@ -90,7 +90,8 @@ pub fn to_folded(profile: &Profile) -> String {
     let mut out = String::new();
     for (frames, _contended, wait_ns) in weighted_stacks(profile) {
         if wait_ns > 0 {
-            let _ = writeln!(out, "{} {wait_ns}", frames.join(";"));
+            let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+            let _ = writeln!(out, "{} {wait_ns}", names.join(";"));
         }
     }
     out
@@ -101,23 +102,40 @@ pub fn to_folded(profile: &Profile) -> String {
 /// lock, and a program's idle consumers drowned its contention (160 ms of
 /// condvar waits beside 0.1 ms for the mutex); the table and JSON keep
 /// them.
-fn weighted_stacks(profile: &Profile) -> Vec<(Vec<String>, u64, u64)> {
+fn weighted_stacks(profile: &Profile) -> Vec<(Vec<Frame>, u64, u64)> {
     let mut stacks = Vec::new();
     for lock in profile.used_locks().filter(|l| l.kind != super::Kind::Cond) {
-        let root = lock_frame(lock);
+        let root = Frame::named(lock_frame(lock));
         if !lock.stacks.is_empty() {
             for stack in &lock.stacks {
                 let mut frames = vec![root.clone()];
-                frames.extend(stack.frames.iter().rev().map(|f| frame_text(f)));
+                frames.extend(stack.frames.iter().rev().map(|f| Frame::named(frame_text(f))));
                 stacks.push((frames, stack.contended, stack.wait_ns));
             }
             continue;
         }
         for site in lock.sites.iter().filter(|s| s.role == Role::Waiter) {
-            stacks.push((vec![root.clone(), frame_text(&site.site)], site.counters.contended, site.counters.wait_ns.total));
+            let place = Frame { name: frame_text(&site.site), file: site.file.clone(), line: site.line };
+            stacks.push((vec![root.clone(), place], site.counters.contended, site.counters.wait_ns.total));
         }
     }
     stacks
+}
+
+/// A frame of a waited-for stack: a name, and where the source is when
+/// debug information said (a call site's; captured stacks have names
+/// only).
+#[derive(Clone)]
+struct Frame {
+    name: String,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+impl Frame {
+    fn named(name: String) -> Frame {
+        Frame { name, file: None, line: None }
+    }
 }
 
 /// A flame graph (SVG) of the folded stacks.
@@ -214,22 +232,29 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
         value_type.uint(2, strings.id(unit));
         body.bytes(1, &value_type.0);
     }
-    let mut functions: HashMap<String, u64> = HashMap::new();
+    // A function per name and source file; a location per function and
+    // line (pprof shows them as file:line).
+    let mut functions: HashMap<(String, Option<String>, Option<u32>), u64> = HashMap::new();
     let mut function_msgs = Vec::new();
     let mut location_msgs = Vec::new();
     for (frames, contended, wait_ns) in weighted_stacks(profile) {
         let mut location_ids = Vec::new();
         for frame in frames.iter().rev() {
             let next = functions.len() as u64 + 1;
-            let id = *functions.entry(frame.clone()).or_insert_with(|| {
-                let name = strings.id(frame);
+            let key = (frame.name.clone(), frame.file.clone(), frame.line);
+            let id = *functions.entry(key).or_insert_with(|| {
+                let name = strings.id(&frame.name);
                 let mut function = Message::default();
                 function.uint(1, next);
                 function.uint(2, name);
                 function.uint(3, name);
+                if let Some(file) = &frame.file {
+                    function.uint(4, strings.id(file));
+                }
                 function_msgs.push(function.0);
                 let mut line = Message::default();
                 line.uint(1, next);
+                line.uint(2, u64::from(frame.line.unwrap_or(0)));
                 let mut location = Message::default();
                 location.uint(1, next);
                 location.bytes(4, &line.0);
