@@ -204,6 +204,6 @@ fn render_health(out: &mut String, profile: &Profile) {
         micros(h.overhead_estimate_ns as f64),
     );
     for warning in &h.warnings {
-        let _ = writeln!(out, "warning: {warning}");
+        let _ = writeln!(out, "lockmeter: warning: {warning}");
     }
 }
