@@ -2,12 +2,16 @@
  * kind of program lockmeter is for): worker threads look keys up in a hash
  * table behind one global lock, count hits under a second lock, and every
  * so often a maintenance thread rewrites the table under a reader-writer
- * lock. It prints its throughput.
- * Usage: cache [THREADS] [OPS_PER_THREAD] [PROBES: work under the lock, 48 = about 0.2 us] */
+ * lock. It prints its throughput. With "hang", the maintenance thread's
+ * tenth pass returns without unlocking (a bug), the workers block, and a
+ * watchdog alarm ends the program 0.3 s in.
+ * Usage: cache [THREADS] [OPS_PER_THREAD] [PROBES: work under the lock, 48 = about 0.2 us] [hang] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BUCKETS 4096
 
@@ -18,6 +22,7 @@ pthread_rwlock_t config_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned long hits, misses, config_generation;
 static long ops_per_thread = 100000;
 static int probes = 48;
+static int hang;
 
 static unsigned long mix(unsigned long x) {
     x ^= x >> 33;
@@ -60,9 +65,11 @@ static void *worker(void *arg) {
 
 static void *maintenance(void *arg) {
     struct timespec pause = { 0, 2000000 };
+    int passes = 0;
     while (!*(volatile int *)arg) {
         pthread_rwlock_wrlock(&config_lock);
         config_generation++;
+        if (hang && ++passes == 10) return NULL; /* the bug: still locked */
         pthread_rwlock_unlock(&config_lock);
         nanosleep(&pause, NULL);
     }
@@ -73,8 +80,12 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
     if (argc > 2) ops_per_thread = atol(argv[2]);
     if (argc > 3) probes = atoi(argv[3]);
+    if (argc > 4 && !strcmp(argv[4], "hang")) {
+        hang = 1;
+        ualarm(300000, 0); /* the watchdog: SIGALRM ends the program */
+    }
     if (threads < 1 || threads > 1024 || ops_per_thread < 1 || probes < 1) {
-        fprintf(stderr, "usage: cache [THREADS 1..1024] [OPS_PER_THREAD] [PROBES]\n");
+        fprintf(stderr, "usage: cache [THREADS 1..1024] [OPS_PER_THREAD] [PROBES] [hang]\n");
         return 2;
     }
     pthread_t *t = calloc(threads, sizeof *t), keeper;

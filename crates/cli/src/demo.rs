@@ -185,8 +185,8 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     }
     println!();
     profile_a_program(2 * SCENARIOS.len() + 4, settings.plot.as_deref());
-    torture_every_lock(2 * SCENARIOS.len() + 6);
-    kernel_assisted_spinning(2 * SCENARIOS.len() + 7, settings, &calibration);
+    torture_every_lock(2 * SCENARIOS.len() + 7);
+    kernel_assisted_spinning(2 * SCENARIOS.len() + 8, settings, &calibration);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
     println!("`lockmeter bench duty|sem|dir|pair` runs the seeds' experiments in full, with JSON, CSV and plots;");
@@ -319,8 +319,27 @@ fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
         Err(failure) => println!("   (skipped: {})\n", failure.message),
     }
     cure_a_program(number + 1, &binary, plot);
+    profile_a_hung_program(number + 2, &binary);
     if let Some(dir) = binary.parent() {
         let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Section: a hung program, stopped by its watchdog: the profile shows
+/// what it was stuck on.
+fn profile_a_hung_program(number: usize, binary: &std::path::Path) {
+    println!("{number}. A hung program: `lockmeter run -- cache 4 200000 48 hang`: its maintenance thread forgets to");
+    println!("   unlock the config rwlock, every worker blocks, and a watchdog alarm ends it 0.3 s in; the report's");
+    println!("   `now:` rows say what was held and waited for as it died\n");
+    let command: Vec<std::ffi::OsString> = vec![binary.into(), "4".into(), "200000".into(), "48".into(), "hang".into()];
+    match crate::run::profile_captured(&command, None) {
+        Ok((_, _, Some(profile))) => {
+            let options = TableOptions { sites_per_role: 1, histograms: 0, ..TableOptions::default() };
+            print!("{}", render_table(&profile, &options));
+            println!();
+        }
+        Ok((status, _, None)) => println!("   (the program wrote no profile: {status})\n"),
+        Err(failure) => println!("   (skipped: {})\n", failure.message),
     }
 }
 

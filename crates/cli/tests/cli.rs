@@ -97,7 +97,9 @@ fn quick_demo_shows_every_section() {
         "7. Scaling: seed 003's semaphore test",
         "8. Profiling an unmodified program",
         "9. Curing it?",
-        "11. Kernel-assisted spinning",
+        "10. A hung program",
+        "11. Reliability",
+        "12. Kernel-assisted spinning",
     ] {
         assert!(text.contains(section), "missing '{section}':\n{text}");
     }
@@ -105,6 +107,8 @@ fn quick_demo_shows_every_section() {
         assert!(text.contains(lock), "missing {lock}");
     }
     assert!(text.contains("UTIL") && text.contains("NOWAIT") && text.contains("#occurrence"));
+    // The hung program's report says what it was stuck on.
+    assert!(text.contains("written at signal SIGALRM") && text.contains("now: held by 1 thread; 4 threads waiting ("), "{text}");
     // The advise section names the program as the reader knows it, not the
     // temporary copy the demo deletes when it ends.
     assert!(text.contains("lockmeter advise: cache 4 100000 ("), "advise names the bundled program:\n{text}");
