@@ -287,10 +287,12 @@ fn signal_name(signal: i32) -> String {
     name.to_string()
 }
 
-/// Whether `path` is a regular file (where a link leads) last written
-/// before `started`.
+/// Whether `path` names a file of its own (not a device, nor a descriptor
+/// such as `/dev/stdout` or a file standard output is redirected to) last
+/// written before `started`.
 fn from_before(path: &Path, started: std::time::SystemTime) -> bool {
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.modified().is_ok_and(|at| at < started))
+    matches!(crate::args::destination(path), Ok(crate::args::Destination::File(_)))
+        && std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.modified().is_ok_and(|at| at < started))
 }
 
 /// `out.json` for the root process, `out.PID.json` for the others.
@@ -580,11 +582,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     if !profiles.iter().any(|p| p.as_ref().is_ok_and(|p| p.pid == root)) {
         if let Some(stale) = options.output.as_deref().filter(|o| from_before(o, run_started)) {
-            // -o holds this run's report or nothing: an earlier run's,
-            // left in its place, read as this one's.
-            if std::fs::remove_file(profile::link_target(stale)).is_ok() {
-                say!("lockmeter: warning: removed {}, an earlier run's report, as this run wrote none there", stale.display());
-            }
+            // An earlier run's report left at -o reads as this run's: said.
+            // (Not removed: a path can lead to a file that is not a report,
+            // such as the one standard output is redirected to.)
+            say!("lockmeter: warning: {} is not this run's report: it was written before this run, which wrote none there", stale.display());
         }
     }
     // The program has run: a report that cannot be written is an error,

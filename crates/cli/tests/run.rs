@@ -531,10 +531,12 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
 }
 
-/// -o FILE holds this run's report or nothing: an earlier run's, left in
-/// place when this run's program wrote none, was read as this run's.
+/// An earlier run's report left at -o FILE, when this run's program wrote
+/// none, is said not to be this run's (it read as this run's). Nothing is
+/// removed: through /dev/stdout the path leads to the file standard
+/// output is redirected to.
 #[test]
-fn an_earlier_report_is_not_left_as_this_run_s() {
+fn an_earlier_report_is_not_taken_for_this_run_s() {
     let dir = scratch("stale");
     let file = dir.join("p.json");
     std::fs::write(&file, "an earlier run's report").unwrap();
@@ -542,11 +544,20 @@ fn an_earlier_report_is_not_left_as_this_run_s() {
     let output = lockmeter().args(["run", "-o"]).arg(&file).args(["--", "sh", "-c", "kill -KILL $$"]).output().unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(128 + libc::SIGKILL), "{said}");
-    assert!(said.contains("removed") && !file.exists(), "{said}");
+    assert!(said.contains("is not this run's report") && file.exists(), "{said}");
+    let log = dir.join("log.txt");
+    std::fs::write(&log, "the user's log\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let redirected = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let output =
+        lockmeter().args(["run", "-o", "/dev/stdout", "--", "sh", "-c", "kill -KILL $$"]).stdout(redirected).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "the user's log\n", "{said}");
+    assert!(!said.contains("is not this run's report"), "{said}");
     // A run that writes its report replaces it as ever.
     std::fs::write(&file, "an earlier run's report").unwrap();
     let output = lockmeter().args(["run", "-o"]).arg(&file).args(["--", "true"]).output().unwrap();
-    assert!(output.status.success() && !String::from_utf8_lossy(&output.stderr).contains("removed"));
+    assert!(output.status.success() && !String::from_utf8_lossy(&output.stderr).contains("not this run's"));
     assert_eq!(Profile::load(&file).unwrap().program, "true");
 }
 
