@@ -698,6 +698,12 @@ fn exit_status_and_death_by_signal_pass_through() {
     let profile = Profile::load(&dir.join("p.json")).unwrap();
     assert_eq!(profile.reason, "signal SIGPIPE");
     assert_eq!(lock(&profile, "status_lock").counters.acquisitions, 1);
+    // A program whose own handler calls the one it found (a JVM ignoring
+    // SIGPIPE) lives on: the library's, called so, does nothing (a JVM
+    // died of it).
+    let output = run(&["chain_pipe"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "survived -1\n");
 }
 
 /// ^C reaches the program under `lockmeter run` (lockmeter itself ignores

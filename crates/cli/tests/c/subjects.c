@@ -506,12 +506,38 @@ static int stuck(void) {
     return 0;
 }
 
+pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* chain_pipe: installs its own SIGPIPE handler, which calls the one it
+ * found (as the JVM does, which ignores SIGPIPE), then writes to a pipe
+ * nobody reads: it must live on and say so. */
+static struct sigaction found_pipe_action;
+
+static void on_pipe(int signal) {
+    if (found_pipe_action.sa_handler != SIG_DFL && found_pipe_action.sa_handler != SIG_IGN)
+        found_pipe_action.sa_handler(signal);
+}
+
+static int chain_pipe(void) {
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = on_pipe;
+    sigaction(SIGPIPE, &mine, &found_pipe_action);
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    close(fds[0]);
+    pthread_mutex_lock(&status_lock);
+    pthread_mutex_unlock(&status_lock);
+    ssize_t written = write(fds[1], "x", 1);
+    printf("survived %zd\n", written);
+    return 0;
+}
+
 /* status N: exit with status N after one lock; abort: die by SIGABRT
  * holding a lock; quick_exit: leave through _exit (no exit handlers);
  * interrupt: ^C to itself, exit 3 only if it survives; alarm: an alarm
  * nobody handles ends it 50 ms in; pipe: write lines until the reader of
  * stdout leaves (SIGPIPE ends it). */
-pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -532,6 +558,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "sem")) return sem();
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "stuck")) return stuck();
+    if (!strcmp(mode, "chain_pipe")) return chain_pipe();
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();

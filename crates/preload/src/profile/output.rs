@@ -184,6 +184,15 @@ extern "C" fn in_child_after_fork() {
 }
 
 extern "C" fn on_fatal_signal(signal: libc::c_int) {
+    if !FAULT_SIGNALS.contains(&signal) && !handling_it(signal) {
+        // Called though no longer the signal's handler: a runtime that
+        // installed its own later and chains to the one it found (the
+        // JVM does for SIGPIPE and SIGXFSZ, which it ignores; cgo for
+        // signals on threads it did not start) owns the signal now, and
+        // this is its courtesy call. Dying here killed a JVM whose pipe's
+        // reader left. (A fault's handler is reset on entry: not asked.)
+        return;
+    }
     // Writing the profile allocates. A signal that arrived while this
     // thread was inside the allocator (^C on a busy program, a crash in
     // malloc) would deadlock it there, and the program would hang instead
@@ -242,6 +251,16 @@ fn signal_name(signal: libc::c_int) -> &'static str {
     }
 }
 
+/// Whether the library's handler is `signal`'s disposition now
+/// (sigaction is async-signal-safe).
+fn handling_it(signal: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is valid storage for sigaction to fill.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: reading a disposition into `current`.
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) } == 0;
+    read && current.sa_sigaction == on_fatal_signal as *const () as usize
+}
+
 /// Ends the process by `signal`'s default action, from a handler: a
 /// fault's handler (SA_NODEFER) dies at the raise; an ending signal,
 /// blocked while its handler runs, waits until it is unblocked.
@@ -253,6 +272,17 @@ fn die_of(signal: libc::c_int) {
         let set = signal_set(&[signal]);
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
+}
+
+/// What an ending signal's handler blocks: every ending signal but the
+/// watchdog's SIGALRM.
+fn write_mask() -> libc::sigset_t {
+    let mut set = signal_set(&ENDING_SIGNALS);
+    for signal in OTHER_ENDING_SIGNALS.into_iter().filter(|&s| s != libc::SIGALRM) {
+        // SAFETY: adding a valid signal number to an initialised set.
+        unsafe { libc::sigaddset(&mut set, signal) };
+    }
+    set
 }
 
 /// A signal set holding `signals` (async-signal-safe).
@@ -330,13 +360,21 @@ fn arm_dying_watchdog(signal: libc::c_int) {
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_dying_watchdog as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
         libc::alarm(seconds as libc::c_uint);
     }
 }
 
-extern "C" fn on_dying_watchdog(_signal: libc::c_int) {
+extern "C" fn on_dying_watchdog(_signal: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    // The alarm's SIGALRM comes from the kernel's timer; the program's own
+    // (a POSIX timer, a kill) does not end its write (it was taken for the
+    // deadline, and the profile lost).
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    if unsafe { (*info).si_code } != libc::SI_KERNEL {
+        return;
+    }
     let signal = DYING_OF.load(Relaxed);
     let line = b"lockmeter: the profile was not written in time (the program died inside the allocator?)\n";
     // SAFETY: write, signal, sigprocmask, raise and _exit are
@@ -377,7 +415,11 @@ fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int), handling: H
         }
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as usize;
-        action.sa_mask = signal_set(if handling == Handling::Ending { &ENDING_SIGNALS } else { &[] });
+        // An ending signal's write holds every other ending signal off (a
+        // second one, say a SIGUSR1 passed on by `lockmeter run`, killed
+        // the writer and lost the profile), but not SIGALRM, the dying
+        // write's watchdog.
+        action.sa_mask = if handling == Handling::Ending { write_mask() } else { signal_set(&[]) };
         action.sa_flags = libc::SA_RESTART;
         if handling == Handling::Fault {
             action.sa_flags |= libc::SA_RESETHAND | libc::SA_NODEFER;
