@@ -220,6 +220,13 @@ fn max_locks_sets_how_many_locks_are_tracked_at_once() {
     let seen: u64 = small.locks.iter().map(|l| l.counters.acquisitions).sum();
     assert_eq!(seen + small.health.dropped, 3003, "3,000 mutexes locked once, late_lock 3 times");
     assert_eq!(small.health.events, seen);
+    // A contended acquisition of a lock without a slot is lost once (its
+    // wait counted it again).
+    let dir = scratch("crowded-hot");
+    let output = lockmeter().args(["run", "--max-locks", "1", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).args(["crowded_hot", "199"]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let crowded = Profile::load(&dir.join("p.json")).unwrap();
+    assert_eq!(crowded.health.events + crowded.health.dropped, 199 + 40_000, "{:?}", crowded.health);
     assert!(
         small.health.warnings.iter().any(|w| w.contains("table of 1024 locks full") && w.contains("--max-locks")),
         "{:?}",

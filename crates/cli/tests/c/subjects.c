@@ -508,6 +508,26 @@ static int stuck(void) {
 
 pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* crowded_hot N: N mutexes each locked once, then two threads lock
+ * hot_lock 20,000 times each, contending (a small lock table loses it). */
+pthread_mutex_t hot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *hot_worker(void *arg) {
+    for (int i = 0; i < 20000; i++) { pthread_mutex_lock(&hot_lock); pthread_mutex_unlock(&hot_lock); }
+    return arg;
+}
+
+static int crowded_hot(int n) {
+    pthread_mutex_t *m = calloc(n, sizeof *m);
+    for (int i = 0; i < n; i++) { pthread_mutex_lock(&m[i]); pthread_mutex_unlock(&m[i]); }
+    pthread_t a, b;
+    pthread_create(&a, NULL, hot_worker, NULL);
+    pthread_create(&b, NULL, hot_worker, NULL);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    return 0;
+}
+
 /* chain_pipe: installs its own SIGPIPE handler, which calls the one it
  * found (as the JVM does, which ignores SIGPIPE), then writes to a pipe
  * nobody reads: it must live on and say so. */
@@ -559,6 +579,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "stuck")) return stuck();
     if (!strcmp(mode, "chain_pipe")) return chain_pipe();
+    if (!strcmp(mode, "crowded_hot") && argc > 2) return crowded_hot(atoi(argv[2]));
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();

@@ -572,7 +572,7 @@ impl Profiler {
     /// the record whose waiter clock it joined.
     #[inline]
     pub fn begin_wait(&self, kind: Kind, address: usize, pc: usize) -> (u64, Option<&LockRecord>) {
-        let found = self.record(kind, address, pc);
+        let found = self.tables.lock_for_wait(address, kind as u32, pc);
         let now = cycles();
         if let Some((index, record)) = found {
             record.clock.arrive(now);

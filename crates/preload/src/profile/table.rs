@@ -475,7 +475,13 @@ impl Tables {
     /// `kind` and `site` as its first use. `None` when no slot is left.
     #[inline(always)]
     pub fn lock(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
-        self.live_or_revived(address, kind, site, 0)
+        self.live_or_revived(address, kind, site, 0, true)
+    }
+
+    /// As [`Self::lock`], for a wait that an acquisition (or a refusal)
+    /// follows: a miss is counted there, once.
+    pub fn lock_for_wait(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
+        self.live_or_revived(address, kind, site, 0, false)
     }
 
     /// A lock of `kind` was initialised at `address` by call site `site`
@@ -483,7 +489,10 @@ impl Tables {
     /// first use, but continuing only a record that an initialisation at
     /// `site` named.
     pub fn initialised(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
-        let (index, record) = self.live_or_revived(address, kind, site, INIT_SEEN)?;
+        // An initialisation without a slot is not an operation lost (the
+        // unit is the acquisition): the lock's acquisitions are counted as
+        // they miss.
+        let (index, record) = self.live_or_revived(address, kind, site, INIT_SEEN, false)?;
         record.first_site.store(site, Relaxed);
         record.flags.fetch_or(INIT_SEEN, Relaxed);
         Some((index, record))
@@ -501,7 +510,7 @@ impl Tables {
     /// another left 58,080 of 59,363 operations unrecorded, and the report
     /// had a row per lifetime.
     #[inline(always)]
-    fn live_or_revived(&self, address: usize, kind: u32, site: usize, named: u32) -> Option<(u32, &LockRecord)> {
+    fn live_or_revived(&self, address: usize, kind: u32, site: usize, named: u32, count_miss: bool) -> Option<(u32, &LockRecord)> {
         'probe: loop {
             let mut slot = home(address as u64, self.locks.len());
             let mut generation = 0;
@@ -551,10 +560,10 @@ impl Tables {
                     &self.health.lock_table_full
                 };
                 // Operations lost are acquisitions, the unit of the
-                // profile's "lock operations": an initialisation without a
-                // slot is not one (counted too, a lock made and taken once
-                // read as two operations lost).
-                if named == 0 {
+                // profile's "lock operations": counted once each (an
+                // initialisation, or the wait before an acquisition, also
+                // counted, made one lost acquisition read as two).
+                if count_miss {
                     counter.fetch_add(1, Relaxed);
                 }
                 return None;

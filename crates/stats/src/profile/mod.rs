@@ -316,10 +316,11 @@ pub struct StackProfile {
 /// The profiler's view of itself.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Health {
-    /// Lock operations observed.
+    /// Lock operations observed: acquisitions, refused and timed-out ones.
     pub events: u64,
-    /// Operations not recorded, recorded without their call site, or whose
-    /// stack was not kept, because a table was full (`warnings` says which).
+    /// Such operations not recorded at all (a full lock table, a crowded
+    /// address, a thread without counters; `warnings` says which). Those
+    /// recorded without their call site or stack are in `warnings` only.
     pub dropped: u64,
     /// Lock table: slots used, of capacity, and inserts that probed past
     /// their home slot.
