@@ -551,7 +551,6 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         }
     };
     signals::child_ended();
-    let cmd_ended_at = signals::now_ns();
     // CMD stays unreaped while its orphans are waited for: its pid is not
     // free for a process of the tree to take (and write its profile as
     // the root's). A stop lockmeter received already (a ^C, a SIGTERM it
@@ -638,17 +637,17 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     }
     // Held until the reports are out: a stop that comes while they are
     // written waits for them.
-    let received = signals::received();
+    let stop = signals::stop_received();
     signals::uninstall(&caught);
-    if let Some((signal, at)) = received {
-        // A signal lockmeter received ends it, once it has reported, when
+    if let Some((signal, after_end)) = stop {
+        // A stop lockmeter received ends it, once it has reported, when
         // CMD died of it too (passed on, or the terminal's ^C to both: as
         // `timeout` does, so a service manager sees its stop obeyed, as
         // systemd counts death by SIGTERM, and a shell's loop stops at
         // ^C), or when it came after CMD ended (it interrupted
         // lockmeter's own wait). One CMD survived before it ended leaves
-        // CMD's status to say how the run went.
-        if status.signal() == Some(signal) || at >= cmd_ended_at {
+        // CMD's status to say how the run went, as do the user signals.
+        if status.signal() == Some(signal) || after_end {
             signals::die_of(signal);
         }
     }
@@ -673,43 +672,67 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
 /// (a stop that came between CMD's end and the wait's own handlers used
 /// to be dropped).
 mod signals {
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
     const SIGNALS: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
-    /// Whether a stop (^C, SIGTERM, SIGHUP) came.
-    static STOPPED: AtomicBool = AtomicBool::new(false);
 
-    /// The program's pid, 0 until it runs and once it has ended.
-    static CHILD: AtomicI32 = AtomicI32::new(0);
+    /// The program's pid once it runs; `NOT_YET` before, `ENDED` once
+    /// lockmeter has seen it end.
+    static CHILD: AtomicI32 = AtomicI32::new(NOT_YET);
+    const NOT_YET: i32 = 0;
+    const ENDED: i32 = -1;
     /// A signal to pass on that came before the program ran, 0 if none.
     static PENDING: AtomicI32 = AtomicI32::new(0);
-    /// The last signal lockmeter received, 0 if none.
-    static RECEIVED: AtomicI32 = AtomicI32::new(0);
-    /// When it came ([`now_ns`]).
-    static RECEIVED_AT: AtomicU64 = AtomicU64::new(0);
+    /// The last stop (^C, SIGTERM, SIGHUP) lockmeter received, 0 if none.
+    static STOP: AtomicI32 = AtomicI32::new(0);
+    /// Whether it came after the program had ended.
+    static STOP_AFTER_END: AtomicBool = AtomicBool::new(false);
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
     pub struct Previous([libc::sigaction; 5]);
 
     extern "C" fn on_signal(signal: libc::c_int) {
-        RECEIVED_AT.store(now_ns(), Ordering::SeqCst);
-        RECEIVED.store(signal, Ordering::SeqCst);
+        let child = CHILD.load(Ordering::SeqCst);
+        // Asked of the kernel, not of lockmeter's loop, which may see
+        // the end a poll later (a stop in between read as passed on).
+        let ended = child == ENDED || (child > 0 && has_ended(child));
         if matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
-            STOPPED.store(true, Ordering::SeqCst);
+            STOP_AFTER_END.store(ended, Ordering::SeqCst);
+            STOP.store(signal, Ordering::SeqCst);
         }
-        if signal == libc::SIGINT {
+        if signal == libc::SIGINT || ended {
             return;
         }
-        match CHILD.load(Ordering::SeqCst) {
-            0 => PENDING.store(signal, Ordering::SeqCst),
-            // SAFETY: kill(2) is async-signal-safe. A stopped CMD acts on
-            // the signal only once continued (as `timeout` does).
-            child => unsafe {
-                libc::kill(child, signal);
-                libc::kill(child, libc::SIGCONT);
-            },
+        if child == NOT_YET {
+            PENDING.store(signal, Ordering::SeqCst);
+        } else {
+            pass_on(child, signal);
         }
+    }
+
+    /// Sends `signal` to CMD; a stop is followed by SIGCONT, since a
+    /// stopped CMD acts on it only once continued (as `timeout` does). A
+    /// user signal is not: it would wake a CMD stopped on purpose.
+    fn pass_on(child: i32, signal: libc::c_int) {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(child, signal);
+            if matches!(signal, libc::SIGTERM | libc::SIGHUP) {
+                libc::kill(child, libc::SIGCONT);
+            }
+        }
+    }
+
+    /// Whether child `pid` has ended, leaving it unreaped (waitid is
+    /// async-signal-safe).
+    fn has_ended(pid: i32) -> bool {
+        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child, leaving it unreaped.
+        let asked = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        // SAFETY: waitid filled `info` (si_pid stays 0 while it runs).
+        asked == 0 && unsafe { info.si_pid() } != 0
     }
 
     /// Catches the signals; a signal lockmeter was started ignoring stays
@@ -732,44 +755,31 @@ mod signals {
         super::restore_signals(SIGNALS, &previous.0);
     }
 
-    /// From now on signals go to `pid`; one that came meanwhile goes now,
-    /// followed by SIGCONT as each one is.
+    /// From now on signals go to `pid`; one that came meanwhile goes now.
     pub fn to(pid: u32) {
         CHILD.store(pid as i32, Ordering::SeqCst);
         let pending = PENDING.swap(0, Ordering::SeqCst);
         if pending != 0 {
-            // SAFETY: kill(2) on the child's pid.
-            unsafe {
-                libc::kill(pid as i32, pending);
-                libc::kill(pid as i32, libc::SIGCONT);
-            }
+            pass_on(pid as i32, pending);
         }
     }
 
     /// The program has ended (not yet reaped): signals from now on are
     /// not passed on.
     pub fn child_ended() {
-        CHILD.store(0, Ordering::SeqCst);
-    }
-
-    /// CLOCK_MONOTONIC in ns (clock_gettime is async-signal-safe).
-    pub fn now_ns() -> u64 {
-        // SAFETY: a zeroed timespec is a valid buffer for clock_gettime.
-        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-        // SAFETY: clock_gettime writes into `now`.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-        now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+        CHILD.store(ENDED, Ordering::SeqCst);
     }
 
     /// Whether a stop (^C, SIGTERM, SIGHUP) came.
     pub fn stopped() -> bool {
-        STOPPED.load(Ordering::SeqCst)
+        STOP.load(Ordering::SeqCst) != 0
     }
 
-    /// The signal lockmeter last received, and when ([`now_ns`]).
-    pub fn received() -> Option<(libc::c_int, u64)> {
-        let at = RECEIVED_AT.load(Ordering::SeqCst);
-        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&signal| signal != 0).map(|signal| (signal, at))
+    /// The last stop lockmeter received, and whether it came after CMD
+    /// had ended.
+    pub fn stop_received() -> Option<(libc::c_int, bool)> {
+        let after_end = STOP_AFTER_END.load(Ordering::SeqCst);
+        Some(STOP.load(Ordering::SeqCst)).filter(|&signal| signal != 0).map(|signal| (signal, after_end))
     }
 
     /// Ends lockmeter by `signal`'s default action.

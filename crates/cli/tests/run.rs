@@ -636,6 +636,22 @@ fn a_stop_is_a_signal_lockmeter_received_and_what_it_leaves_writes_on() {
     std::fs::remove_dir_all(&kept).unwrap();
     let _ = stderr.read_line(&mut said);
 
+    // A user signal during the wait is no stop, and does not decide how
+    // lockmeter ends (it died of it after the wait).
+    let script = format!("(sleep 0.8; exec {} orphan) & exit 0", subjects().display());
+    let mut child = lockmeter().args(["run", "--", "sh", "-c", &script]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("waiting for") {
+        assert!(stderr.read_line(&mut said).unwrap() > 0, "{said}");
+    }
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    stderr.read_to_string(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(said.contains("orphan_lock") && !said.contains("still running"), "{said}");
+
     let started = std::time::Instant::now();
     let command = format!("(sleep 0.2; sleep 4 >/dev/null 2>&1 &) & exec {} run -- sleep 0.5", env!("CARGO_BIN_EXE_lockmeter"));
     let output = Command::new("sh").args(["-c", &command]).output().unwrap();
