@@ -474,7 +474,7 @@ fn one_line(rendered: &str) -> String {
 /// The subcommand the command line names, if its first argument is one.
 fn subcommand_named() -> Option<String> {
     use clap::CommandFactory;
-    let first = std::env::args().nth(1)?;
+    let first = std::env::args_os().nth(1)?.into_string().ok()?;
     Cli::command().get_subcommands().any(|sub| sub.get_name() == first).then_some(first)
 }
 

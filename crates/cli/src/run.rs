@@ -533,7 +533,21 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // quarter of the interval (at most 50 ms, so the final report follows
     // CMD's end soon), and told apart by the time they cover. The profile
     // CMD writes as it ends is not one of them: it is the final report.
-    let poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
+    let mut poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
+    // A stream (a device, a descriptor) cannot take a JSON, pprof or
+    // flame-graph document after another: the final report only.
+    if let Some(output) = options.output.as_deref().filter(|o| {
+        poll.is_some()
+            && one_document(options.rendering.format)
+            && !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_)))
+    }) {
+        say!(
+            "lockmeter: note: no live reports: {} takes one --format {} document, the final report",
+            output.display(),
+            format!("{:?}", options.rendering.format).to_lowercase()
+        );
+        poll = None;
+    }
     let mut shown_ns = None;
     let ended = loop {
         match (poll, ended_unreaped(root, poll.is_none())) {

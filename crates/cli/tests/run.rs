@@ -1193,6 +1193,12 @@ fn interval_reports_while_the_program_runs() {
     assert!(live.len() >= 8, "a live table every 15 ms of a 200 ms run:\n{stderr}");
     let seconds: Vec<f64> = live.iter().map(|l| l.split(", ").nth(1).unwrap().trim_end_matches(" s").parse().unwrap()).collect();
     assert!(seconds.windows(2).all(|w| w[0] < w[1]), "each live table once: {seconds:?}");
+    // A stream takes one JSON document: the final one, not six in a row.
+    let output = lockmeter().args(["run", "--interval", "15ms", "--format", "json", "-o", "/dev/stdout", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no live reports"));
+    let profile = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "stdout").unwrap();
+    assert_eq!(profile.reason, "exit");
 }
 
 #[test]
