@@ -372,8 +372,14 @@ impl Drop for Scratch {
 
 fn scratch_dir() -> Result<Scratch, Failure> {
     let base = std::env::temp_dir();
-    for attempt in 0..100 {
-        let dir = base.join(format!("lockmeter-run.{}.{attempt}", std::process::id()));
+    for _ in 0..100 {
+        // A name nobody can guess: a process of the tree may write here
+        // after lockmeter has gone (what it left running), and a name
+        // another user could make in the meantime would take its profile.
+        let mut random = [0u8; 8];
+        // SAFETY: getrandom writes at most the buffer's length into it.
+        unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        let dir = base.join(format!("lockmeter-run.{}.{:016x}", std::process::id(), u64::from_ne_bytes(random)));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(Scratch(dir)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -450,6 +456,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         .args(&options.command[1..])
         .env("LD_PRELOAD", preload_with(&library))
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
+        .env("LOCKMETER_TREE", &scratch.0)
         .env_remove("LOCKMETER_ROOT_PID")
         .env_remove("LOCKMETER_LOCK")
         .env_remove(lockmeter_oncpu::FD_ENV);
@@ -895,7 +902,7 @@ mod orphans {
         // says, not the /proc state: a process whose main thread exited
         // reads as a zombie while its other threads run.
         let left_running = || -> Vec<(u32, String)> {
-            children().into_iter().filter(|(pid, _)| *pid != root && !reaped(*pid) && of_this_run(*pid, &marker)).collect()
+            children().into_iter().filter(|(pid, _)| *pid != root && !reaped(*pid) && of_this_run(*pid, &marker, scratch)).collect()
         };
         // (Twice empty, as below.)
         let waiting = match left_running() {
@@ -943,8 +950,18 @@ mod orphans {
     /// Whether process `pid` was started with `marker` (this run's
     /// `LOCKMETER_OUTPUT=...\0`) in its environment. A process whose main
     /// thread has exited shows an empty environment: its threads' are read.
-    fn of_this_run(pid: u32, marker: &[u8]) -> bool {
-        let holds = |path: &str| std::fs::read(path).is_ok_and(|environ| environ.windows(marker.len()).any(|w| w == marker));
+    fn of_this_run(pid: u32, marker: &[u8], scratch: &Path) -> bool {
+        // Noted by the library as it started (see `note_member`).
+        if scratch.join(format!("member.{pid}")).exists() {
+            return true;
+        }
+        // Or started with this run's output in its environment. One that
+        // cannot be read (a process made non-dumpable, a setuid program)
+        // may be the tree's: waited for.
+        let holds = |path: &str| match std::fs::read(path) {
+            Ok(environ) => environ.windows(marker.len()).any(|w| w == marker),
+            Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+        };
         if holds(&format!("/proc/{pid}/environ")) {
             return true;
         }

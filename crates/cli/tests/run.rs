@@ -114,15 +114,17 @@ fn hold_time_counts_each_hold_once_however_it_was_sampled() {
     let nested = &lock(&profile, "nested_lock").counters;
     assert_eq!(nested.acquisitions, 40);
     // Counted once: each outer hold's time, not its inner hold's again.
-    between(nested.hold_ns.total, nested_ns * 95 / 100, nested_around_ns * 105 / 100 + MS, "HOLD total of a recursive lock");
-    between(nested.hold_ns.mean as u64, nested_ns / 20 * 95 / 100, nested_around_ns / 20 * 105 / 100 + MS / 20, "HOLD mean of a recursive lock");
+    // (10% below: the profile turns cycles into ns at a rate measured as
+    // it starts, which a loaded machine can skew by a few per cent.)
+    between(nested.hold_ns.total, nested_ns * 90 / 100, nested_around_ns * 105 / 100 + MS, "HOLD total of a recursive lock");
+    between(nested.hold_ns.mean as u64, nested_ns / 20 * 90 / 100, nested_around_ns / 20 * 105 / 100 + MS / 20, "HOLD mean of a recursive lock");
     let mixed = &lock(&profile, "mixed_lock").counters;
     assert_eq!(mixed.acquisitions, 400_010);
     // The ten long holds, each timed, not scaled by the short holds'
     // sampling; the short ones at most their loop's wall time.
     between(
         mixed.hold_ns.total,
-        long_holds_ns * 95 / 100,
+        long_holds_ns * 90 / 100,
         long_around_ns * 105 / 100 + short_loop_ns + MS,
         "HOLD total of 10 long holds beside 400,000 short ones",
     );
@@ -420,6 +422,10 @@ fn a_process_cmd_left_running_is_waited_for_and_reported() {
     // gone, /proc/self names it: the program and its locks are still named.
     let (orphan, parent) = orphan_profile("orphan_thread");
     assert_eq!(orphan.ppid, parent.pid, "forked by CMD");
+    // One that writes over its environment (setproctitle) is still the
+    // tree's (it was not waited for, and its profile was lost).
+    let (retitled, _) = orphan_profile("orphan_retitled");
+    assert_eq!(lock(&retitled, "orphan_lock").counters.acquisitions, 5);
     assert!(orphan.program.ends_with("subjects orphan_thread"), "{}", orphan.program);
     assert_eq!(lock(&orphan, "orphan_lock").counters.acquisitions, 5, "{:?}", orphan.locks);
 }

@@ -250,6 +250,20 @@ static int orphan_main_exits(void) {
     pthread_exit(NULL);
 }
 
+/* orphan_retitled: as orphan, but the child first writes over its
+ * environment's strings, as setproctitle does (its /proc environ then
+ * holds no variable). */
+extern char **environ;
+
+static int orphan_retitled(void) {
+    pid_t pid = fork();
+    if (pid != 0) return pid < 0;
+    for (char **e = environ; *e; e++) memset(*e, 'x', strlen(*e));
+    sleep_ms(300);
+    for (int i = 0; i < 5; i++) { pthread_mutex_lock(&orphan_lock); pthread_mutex_unlock(&orphan_lock); }
+    return 0;
+}
+
 static int orphan(int daemon) {
     pid_t pid = fork();
     if (pid != 0) return pid < 0;
@@ -573,6 +587,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();
+    if (!strcmp(mode, "orphan_retitled")) return orphan_retitled();
     if (!strcmp(mode, "daemon")) return orphan(1);
     if (!strcmp(mode, "orphan_hold")) return orphan_hold(argv[0]);
     if (!strcmp(mode, "sem")) return sem();

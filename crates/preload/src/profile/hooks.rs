@@ -802,6 +802,7 @@ extern "C" fn constructor() {
         crate::environment::get(name).map(|value| value.to_string_lossy().into_owned())
     });
     output::mark_root();
+    output::note_member();
     // The profiler starts here, not in whichever lock call comes first:
     // an allocator may lock a pthread mutex inside an allocation (jemalloc
     // does), and starting there would allocate inside the allocator while

@@ -128,6 +128,7 @@ fn start() -> Option<&'static Profiler> {
 
 /// After `fork`, in the child: a fresh profiler of the child alone.
 pub fn restart_in_child() {
+    output::note_member();
     if let Some(old) = active() {
         if let Some(fresh) = Profiler::new(old.frames, old.tables.lock_slots()) {
             PROFILER.store(Box::into_raw(Box::new(fresh)), Release);

@@ -552,6 +552,20 @@ fn root_pid() -> Option<String> {
     (root != 0).then(|| root.to_string())
 }
 
+/// Under `lockmeter run`, notes this process as one of the profiled tree:
+/// an empty file named by its pid in the directory `LOCKMETER_TREE`
+/// names, which `run` reads to know which processes left running are
+/// its to wait for (a process's environment can be rewritten by the
+/// program, as `setproctitle` does, or unreadable to `run`). The
+/// directory is read once, at start; a forked child is noted from the
+/// fork handler, and a directory gone quietly notes nothing.
+pub fn note_member() {
+    static TREE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if let Some(dir) = TREE.get_or_init(|| env("LOCKMETER_TREE")) {
+        let _ = std::fs::File::create(format!("{dir}/member.{}", pid()));
+    }
+}
+
 /// Records this process as the root of the tree being profiled, so that
 /// its children (which inherit the variable) name their profiles apart.
 pub fn mark_root() {
