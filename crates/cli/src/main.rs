@@ -219,8 +219,10 @@ enum Command {
     /// Every process of the tree gets its own profile, a process CMD left
     /// running too: lockmeter waits for it after CMD ends, and says so (^C
     /// stops the wait). CMD's exit status is lockmeter's (128+N if a
-    /// signal killed it; SIGTERM and SIGHUP sent to lockmeter are passed
-    /// on to CMD, and lockmeter then ends of them).
+    /// signal killed it). SIGTERM, SIGHUP and the user signals sent to
+    /// lockmeter are passed on to CMD; lockmeter ends of a ^C, SIGTERM or
+    /// SIGHUP it received when CMD died of it, or when it came after CMD
+    /// ended.
     ///
     /// Examples:
     ///   lockmeter run -- ./server --threads 8

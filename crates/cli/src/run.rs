@@ -683,19 +683,34 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
 }
 
 /// The signals lockmeter takes for CMD, caught for the whole run: SIGTERM
-/// and SIGHUP, and the user signals (a log reopened, a status dumped),
-/// are passed on to the program `run` waits for (SIGUSR1 killed
+/// and SIGHUP, the user signals (a log reopened, a status dumped) and the
+/// others whose default would end lockmeter (an alarm, a timer, a
+/// limit) are passed on to the program `run` waits for (each killed
 /// lockmeter and left CMD running); ^C is noted only (the terminal sends
-/// it to CMD too). Each is noted with when it came: ^C, SIGTERM and
-/// SIGHUP are stops, which end the wait for CMD's orphans whenever they
-/// came, and the last signal decides how lockmeter ends. One handler
+/// it to CMD too). ^C, SIGTERM and SIGHUP are stops, which end the wait
+/// for CMD's orphans whenever they came, and the last stop decides how
+/// lockmeter ends (with whether it came after CMD's end). One handler
 /// from CMD's start to the last report, so that none is lost between two
 /// (a stop that came between CMD's end and the wait's own handlers used
 /// to be dropped).
 mod signals {
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-    const SIGNALS: [libc::c_int; 5] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+    /// ^C, the stops, and the other signals whose default would end
+    /// lockmeter and leave CMD running (an alarm, a timer, a CPU limit
+    /// sent to lockmeter: each killed it and orphaned CMD).
+    const SIGNALS: [libc::c_int; 10] = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+    ];
 
     /// The program's pid once it runs; `NOT_YET` before, `ENDED` once
     /// lockmeter has seen it end.
@@ -711,7 +726,7 @@ mod signals {
 
     /// The dispositions the handlers replaced, one per signal.
     #[derive(Clone, Copy)]
-    pub struct Previous([libc::sigaction; 5]);
+    pub struct Previous([libc::sigaction; 10]);
 
     extern "C" fn on_signal(signal: libc::c_int) {
         let child = CHILD.load(Ordering::SeqCst);

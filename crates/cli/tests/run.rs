@@ -804,6 +804,15 @@ fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
     unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
+    // So are an alarm's and a timer's: they ended lockmeter and left CMD
+    // running.
+    let script = "trap 'exit 6' ALRM; echo ready; while :; do sleep 0.05; done";
+    let (child, ready) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", script]));
+    assert_eq!(ready, "ready\n");
+    // SAFETY: signalling our own child, lockmeter.
+    unsafe { libc::kill(child.id() as i32, libc::SIGALRM) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(6), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// Served by `pi`, a normal mutex unlocked by a thread that does not hold
