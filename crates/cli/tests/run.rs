@@ -795,24 +795,18 @@ fn a_signal_to_lockmeter_ends_the_program_and_lockmeter_reports() {
             assert_eq!(lock(&profile, "status_lock").counters.acquisitions, expected, "{case}");
         }
     }
-    // The user signals are CMD's business too: passed on (SIGUSR1 killed
-    // lockmeter and left CMD running), and CMD's exit is the run's.
-    let script = "trap 'exit 5' USR1; echo ready; while :; do sleep 0.05; done";
-    let (child, ready) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", script]));
-    assert_eq!(ready, "ready\n");
-    // SAFETY: signalling our own child, lockmeter.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(5), "{}", String::from_utf8_lossy(&output.stderr));
-    // So are an alarm's and a timer's: they ended lockmeter and left CMD
-    // running.
-    let script = "trap 'exit 6' ALRM; echo ready; while :; do sleep 0.05; done";
-    let (child, ready) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", script]));
-    assert_eq!(ready, "ready\n");
-    // SAFETY: signalling our own child, lockmeter.
-    unsafe { libc::kill(child.id() as i32, libc::SIGALRM) };
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(6), "{}", String::from_utf8_lossy(&output.stderr));
+    // The user signals, an alarm's and a timer's are CMD's business too:
+    // passed on (each killed lockmeter and left CMD running), and CMD's
+    // exit is the run's.
+    for (signal, name, code) in [(libc::SIGUSR1, "USR1", 5), (libc::SIGALRM, "ALRM", 6)] {
+        let script = format!("trap 'exit {code}' {name}; echo ready; while :; do sleep 0.05; done");
+        let (child, ready) = started_reading_first_line(lockmeter().args(["run", "--", "sh", "-c", &script]));
+        assert_eq!(ready, "ready\n");
+        // SAFETY: signalling our own child, lockmeter.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(code), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+    }
 }
 
 /// Served by `pi`, a normal mutex unlocked by a thread that does not hold
