@@ -595,6 +595,10 @@ fn a_hung_program_s_profile_shows_the_holds_and_waits_in_progress() {
     let output = lockmeter().arg("report").arg(dir.join("p.json")).output().unwrap();
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("now: held by 1 thread (") && table.contains("; 1 thread waiting ("), "{table}");
+    // Sorted by wait, the stuck lock comes first: its wait in progress
+    // counts (it sorted below locks with short finished waits).
+    let first = table.lines().nth(2).unwrap_or_default();
+    assert!(first.ends_with("stuck_lock (mutex)"), "{table}");
 }
 
 /// A stop is a signal lockmeter itself received: a SIGINT CMD raised at

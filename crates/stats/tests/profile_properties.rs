@@ -224,3 +224,25 @@ fn merging_folds_a_global_array_and_keeps_the_busiest_util() {
     );
     assert_eq!(merged.locks[0].util_pct, 70.0, "UTIL is the busiest element's, not a sum over 100%");
 }
+
+/// Sorted by wait, a lock waited for now (a hung program's) counts its
+/// waits in progress: it came below locks with short finished waits.
+#[test]
+fn a_wait_in_progress_sorts_and_filters_as_a_wait() {
+    let finished = |name: &str, wait_ns: u64| LockProfile {
+        name: name.into(),
+        counters: Counters { acquisitions: 10, wait_ns: Durations { total: wait_ns, ..Durations::default() }, ..Counters::default() },
+        ..LockProfile::default()
+    };
+    let stuck = LockProfile {
+        name: "stuck".into(),
+        counters: Counters { acquisitions: 1, ..Counters::default() },
+        now: Some(InProgress { holders: 1, waiters: 1, waited_ns: 1_400_000_000, ..InProgress::default() }),
+        ..LockProfile::default()
+    };
+    let profile = Profile { locks: vec![finished("busy", 36_000_000), stuck, finished("idle", 5)], ..Profile::default() };
+    let order: Vec<&str> = profile::selected_locks(&profile, profile::SortKey::Wait, 0).iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(order, ["stuck", "busy", "idle"]);
+    let kept: Vec<&str> = profile::selected_locks(&profile, profile::SortKey::Wait, 1_000_000).iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(kept, ["stuck", "busy"]);
+}

@@ -495,6 +495,15 @@ impl SortKey {
         })
     }
 
+    /// A lock's key: by wait, `waited` (its waits ended and in progress:
+    /// a hung program's stuck locks first).
+    fn key_of(self, lock: &LockProfile, waited: u64) -> u64 {
+        match self {
+            SortKey::Wait => waited,
+            _ => self.key(&lock.counters),
+        }
+    }
+
     fn key(self, c: &Counters) -> u64 {
         match self {
             SortKey::Wait => c.wait_ns.total,
@@ -516,7 +525,7 @@ pub fn selected_locks(profile: &Profile, sort: SortKey, min_wait_ns: u64) -> Vec
     locks.sort_by(|a, b| {
         (a.kind == Kind::Cond)
             .cmp(&(b.kind == Kind::Cond))
-            .then_with(|| sort.key(&b.counters).cmp(&sort.key(&a.counters)))
+            .then_with(|| sort.key_of(b, waited(b)).cmp(&sort.key_of(a, waited(a))))
             .then_with(|| a.name.cmp(&b.name))
     });
     locks
