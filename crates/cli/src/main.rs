@@ -305,9 +305,10 @@ enum Command {
     /// with --metric a figure scraped from CMD's output (higher is better),
     /// each as a ratio to glibc: the median and range of the per-round
     /// ratios. It recommends an algorithm only when it beat glibc in every
-    /// round by 3% or more, over 5 rounds or more (fewer could win by
-    /// luck: it says how many can tell); otherwise it says the differences
-    /// are noise.
+    /// round by 3% or more, over enough rounds that the best of those
+    /// tried would do so by luck at most 5% of the time (5 rounds for one,
+    /// 8 for all seven; it says how many can tell); otherwise it says the
+    /// differences are noise.
     /// A plot of the ratios is drawn to --plot.
     ///
     /// Examples:
