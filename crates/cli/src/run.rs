@@ -427,7 +427,9 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<Pa
         None => {
             use std::io::Write as _;
             let mut err = std::io::stderr().lock();
-            let _ = err.write_all(&bytes);
+            // A report that cannot be written fails the run as one to -o
+            // does (a closed stderr lost it with exit 0).
+            err.write_all(&bytes).and_then(|()| err.flush()).map_err(|e| Failure::runtime(format!("writing the report to stderr: {}", profile::io_reason(&e))))?;
             Ok(None)
         }
     }

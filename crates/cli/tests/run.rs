@@ -574,6 +574,15 @@ fn an_earlier_report_is_not_taken_for_this_run_s() {
     assert_eq!(Profile::load(&file).unwrap().program, "true");
 }
 
+/// A table that cannot be written to a closed stderr fails the run, as
+/// one that cannot be written to -o does (it was lost with exit 0).
+#[test]
+fn a_report_lost_to_a_closed_stderr_fails_the_run() {
+    let mut child = lockmeter().args(["run", "--", "sh", "-c", "sleep 0.3"]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
 /// A hung program stopped by a signal shows what it was stuck on: the
 /// lock held, since when, and the thread waiting for it (both read as
 /// unused: one acquisition, no wait).
