@@ -307,10 +307,17 @@ fn output_for(output: &Path, pid: u32, root: bool) -> PathBuf {
     if root {
         return output;
     }
-    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let name = match output.extension() {
-        Some(ext) => format!("{stem}.{pid}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{pid}"),
+    let file_name = output.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    // pprof's two-part extension stays whole: x.pb.gz -> x.PID.pb.gz.
+    let name = match file_name.strip_suffix(".pb.gz") {
+        Some(stem) => format!("{stem}.{pid}.pb.gz"),
+        None => {
+            let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            match output.extension() {
+                Some(ext) => format!("{stem}.{pid}.{}", ext.to_string_lossy()),
+                None => format!("{stem}.{pid}"),
+            }
+        }
     };
     output.with_file_name(name)
 }
@@ -1089,6 +1096,7 @@ mod tests {
         assert_eq!(output_for(Path::new("out/p.json"), 42, true), PathBuf::from("out/p.json"));
         assert_eq!(output_for(Path::new("out/p.json"), 42, false), PathBuf::from("out/p.42.json"));
         assert_eq!(output_for(Path::new("prof"), 42, false), PathBuf::from("prof.42"));
+        assert_eq!(output_for(Path::new("out/w.pb.gz"), 42, false), PathBuf::from("out/w.42.pb.gz"));
     }
 
     #[test]
