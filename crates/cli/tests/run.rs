@@ -608,6 +608,13 @@ fn a_hung_program_s_profile_shows_the_holds_and_waits_in_progress() {
     // counts (it sorted below locks with short finished waits).
     let first = table.lines().nth(2).unwrap_or_default();
     assert!(first.ends_with("stuck_lock (mutex)"), "{table}");
+    // The CSV's lock row carries it in its last five columns.
+    let output = lockmeter().arg("report").arg(dir.join("p.json")).args(["--format", "csv"]).output().unwrap();
+    let csv = String::from_utf8_lossy(&output.stdout);
+    assert!(csv.lines().next().unwrap().ends_with(",now_holders,now_held_ns,now_readers,now_waiters,now_waited_ns"), "{csv}");
+    let row = csv.lines().find(|l| l.contains(",stuck_lock,mutex,") && l.contains(",lock,")).expect(&csv);
+    let last: Vec<&str> = row.rsplit(',').take(5).collect();
+    assert_eq!((last[4], last[2], last[1]), ("1", "0", "1"), "holders, readers, waiters: {row}");
 }
 
 /// A stop is a signal lockmeter itself received: a SIGINT CMD raised at

@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 const CSV_HEADER: &str = "pid,program,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
-wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct,locks";
+wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct,locks,\
+now_holders,now_held_ns,now_readers,now_waiters,now_waited_ns";
 
 fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n']) {
@@ -24,11 +25,18 @@ pub fn to_csv(profile: &Profile) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push('\n');
     for lock in profile.used_locks() {
+        // The holds and waits in progress, on the lock's row (empty on the
+        // others, and when none was).
+        let now = lock.now.as_ref().map_or_else(
+            || ",,,,".to_string(),
+            |n| format!("{},{},{},{},{}", n.holders, n.held_ns, n.readers, n.waiters, n.waited_ns),
+        );
         let mut row = |kind: &str, site: &str, file: &str, line: String, c: &Counters, util: f64| {
             let known = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
+            let now = if kind == "lock" { now.as_str() } else { ",,,," };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{}",
+                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{},{now}",
                 profile.pid,
                 csv_field(&profile.program),
                 csv_field(&lock.name),
