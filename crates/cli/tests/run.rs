@@ -113,6 +113,10 @@ fn hold_time_counts_each_hold_once_however_it_was_sampled() {
     };
     let nested = &lock(&profile, "nested_lock").counters;
     assert_eq!(nested.acquisitions, 40);
+    // Each re-lock at its own call site: the sites add up to the lock.
+    let sites = &lock(&profile, "nested_lock").sites;
+    let at_sites: u64 = sites.iter().filter(|s| s.role == Role::Holder).map(|s| s.counters.acquisitions).sum();
+    assert_eq!(at_sites, 40, "{sites:?}");
     // Counted once: each outer hold's time, not its inner hold's again.
     // (10% below: the profile turns cycles into ns at a rate measured as
     // it starts, which a loaded machine can skew by a few per cent.)

@@ -394,6 +394,11 @@ impl Profiler {
         if mine.holding.load(Relaxed) != 0 && kind == Kind::Mutex && nested_recursive_hold(address) {
             count_wait(side, None, Acquired::NoWait);
             side.nested.add(1, false);
+            // At its call site too: a lock's TOTAL is its sites' (nested
+            // re-locks were in the lock's row and in no site's).
+            if let Some(site) = block.site(self.cached_site(index, mine, pc)) {
+                count_wait(&site.counters, None, Acquired::NoWait);
+            }
             return;
         }
         count_wait(side, Some(&mine.hist), how);
