@@ -385,7 +385,14 @@ fn scratch_dir() -> Result<Scratch, Failure> {
         // another user could make in the meantime would take its profile.
         let mut random = [0u8; 8];
         // SAFETY: getrandom writes at most the buffer's length into it.
-        unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        if got != random.len() as isize {
+            // (No getrandom: the kernel's pool through its device.)
+            use std::io::Read as _;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut random))
+                .map_err(|e| Failure::runtime(format!("cannot name a directory in {}: no random bytes: {e}", base.display())))?;
+        }
         let dir = base.join(format!("lockmeter-run.{}.{:016x}", std::process::id(), u64::from_ne_bytes(random)));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(Scratch(dir)),
@@ -421,6 +428,14 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<Pa
                 "lockmeter: warning: the report of process {} is not written: {} takes one --format {} document, the first process's",
                 profile.pid,
                 output.display(),
+                format!("{:?}", options.rendering.format).to_lowercase()
+            );
+            Ok(None)
+        }
+        None if !root && one_document(options.rendering.format) => {
+            say!(
+                "lockmeter: warning: the report of process {} is not written: stderr takes one --format {} document, the first process's (-o FILE takes one per process)",
+                profile.pid,
                 format!("{:?}", options.rendering.format).to_lowercase()
             );
             Ok(None)
@@ -552,14 +567,14 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     let mut poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
     // A stream (a device, a descriptor) cannot take a JSON, pprof or
     // flame-graph document after another: the final report only.
-    if let Some(output) = options.output.as_deref().filter(|o| {
-        poll.is_some()
-            && one_document(options.rendering.format)
-            && !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_)))
-    }) {
+    let stream = match options.output.as_deref() {
+        None => Some("stderr".to_string()),
+        Some(o) if !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_))) => Some(o.display().to_string()),
+        Some(_) => None,
+    };
+    if let Some(stream) = stream.filter(|_| poll.is_some() && one_document(options.rendering.format)) {
         say!(
-            "lockmeter: note: no live reports: {} takes one --format {} document, the final report",
-            output.display(),
+            "lockmeter: note: no live reports: {stream} takes one --format {} document, the final report",
             format!("{:?}", options.rendering.format).to_lowercase()
         );
         poll = None;
@@ -979,13 +994,11 @@ mod orphans {
         if scratch.join(format!("member.{pid}")).exists() {
             return true;
         }
-        // Or started with this run's output in its environment. One that
-        // cannot be read (a process made non-dumpable, a setuid program)
-        // may be the tree's: waited for.
-        let holds = |path: &str| match std::fs::read(path) {
-            Ok(environ) => environ.windows(marker.len()).any(|w| w == marker),
-            Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
-        };
+        // Or started with this run's output in its environment (one that
+        // cannot be read, a process made non-dumpable, is the tree's only
+        // if the library noted it: a child lockmeter had before CMD may
+        // be such a process).
+        let holds = |path: &str| std::fs::read(path).is_ok_and(|environ| environ.windows(marker.len()).any(|w| w == marker));
         if holds(&format!("/proc/{pid}/environ")) {
             return true;
         }

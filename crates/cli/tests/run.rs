@@ -757,6 +757,13 @@ fn exit_status_and_death_by_signal_pass_through() {
     let output = run(&["chain_pipe"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "survived -1\n");
+    // Put back one-shot (reset to the default as it is delivered), the
+    // library's handler still writes and dies (it returned, and the
+    // program lived on).
+    let output = run(&["sysv_term"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("written at signal SIGTERM"), "{stderr}");
 }
 
 /// ^C reaches the program under `lockmeter run` (lockmeter itself ignores

@@ -542,6 +542,20 @@ static int crowded_hot(int n) {
     return 0;
 }
 
+/* sysv_term: puts back the SIGTERM handler it found through
+ * sysv_signal (one-shot: reset to the default as it is delivered, as
+ * signal() is under -std=c99), then raises SIGTERM: it must die of it,
+ * its profile written. */
+static int sysv_term(void) {
+    pthread_mutex_lock(&status_lock);
+    pthread_mutex_unlock(&status_lock);
+    sighandler_t found = signal(SIGTERM, SIG_IGN);
+    sysv_signal(SIGTERM, found);
+    raise(SIGTERM);
+    printf("survived SIGTERM\n");
+    return 0;
+}
+
 /* chain_pipe: installs its own SIGPIPE handler, which calls the one it
  * found (as the JVM does, which ignores SIGPIPE), then writes to a pipe
  * nobody reads: it must live on and say so. */
@@ -594,6 +608,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "holds")) return holds();
     if (!strcmp(mode, "stuck")) return stuck();
     if (!strcmp(mode, "chain_pipe")) return chain_pipe();
+    if (!strcmp(mode, "sysv_term")) return sysv_term();
     if (!strcmp(mode, "crowded_hot") && argc > 2) return crowded_hot(atoi(argv[2]));
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();

@@ -184,13 +184,15 @@ extern "C" fn in_child_after_fork() {
 }
 
 extern "C" fn on_fatal_signal(signal: libc::c_int) {
-    if !FAULT_SIGNALS.contains(&signal) && !handling_it(signal) {
-        // Called though no longer the signal's handler: a runtime that
-        // installed its own later and chains to the one it found (the
-        // JVM does for SIGPIPE and SIGXFSZ, which it ignores; cgo for
-        // signals on threads it did not start) owns the signal now, and
-        // this is its courtesy call. Dying here killed a JVM whose pipe's
-        // reader left. (A fault's handler is reset on entry: not asked.)
+    if matches!(signal, libc::SIGPIPE | libc::SIGXFSZ) && another_handler_is_installed(signal) {
+        // Called though another function is now the signal's handler: a
+        // runtime that installed its own later and chains to the one it
+        // found, as the JVM does for these two, which it ignores (dying
+        // here killed a JVM whose pipe's reader left). Its handler decides.
+        // Only these two: a program's handler that chains to the library's
+        // for SIGTERM expects the profile and the death, and one reset to
+        // the default (glibc's sysv_signal) is still the library's to act
+        // on.
         return;
     }
     // Writing the profile allocates. A signal that arrived while this
@@ -251,14 +253,15 @@ fn signal_name(signal: libc::c_int) -> &'static str {
     }
 }
 
-/// Whether the library's handler is `signal`'s disposition now
-/// (sigaction is async-signal-safe).
-fn handling_it(signal: libc::c_int) -> bool {
+/// Whether a function other than the library's handler is `signal`'s
+/// disposition now (sigaction is async-signal-safe).
+fn another_handler_is_installed(signal: libc::c_int) -> bool {
     // SAFETY: a zeroed sigaction is valid storage for sigaction to fill.
     let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: reading a disposition into `current`.
     let read = unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) } == 0;
-    read && current.sa_sigaction == on_fatal_signal as *const () as usize
+    let handler = current.sa_sigaction;
+    read && handler != libc::SIG_DFL && handler != libc::SIG_IGN && handler != on_fatal_signal as *const () as usize
 }
 
 /// Ends the process by `signal`'s default action, from a handler: a
