@@ -108,6 +108,21 @@ fn one_document(format: Format) -> bool {
     matches!(format, Format::Json | Format::Pprof | Format::Flamegraph)
 }
 
+/// Where `run`'s reports go, when that is a stream (stderr, a device, a
+/// descriptor) and the format one document, which another cannot follow
+/// there: its name. `None` for a file, or a format whose reports follow
+/// each other (the table, CSV, folded stacks).
+fn one_document_stream(options: &RunOptions) -> Option<String> {
+    if !one_document(options.rendering.format) {
+        return None;
+    }
+    match options.output.as_deref() {
+        None => Some("stderr".to_string()),
+        Some(o) if !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_))) => Some(o.display().to_string()),
+        Some(_) => None,
+    }
+}
+
 /// `lockmeter report`: every file loaded before anything is written.
 pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
     if rendering.format.needs_file() && output.is_none() {
@@ -423,20 +438,12 @@ fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<Pa
         // A device or descriptor takes every process's report in turn,
         // but a JSON, pprof or flame-graph document cannot follow another
         // in one stream (`report` would refuse what it made).
-        Some(output) if !root && one_document(options.rendering.format) && !matches!(crate::args::destination(output), Ok(crate::args::Destination::File(_))) => {
+        _ if !root && let Some(stream) = one_document_stream(options) => {
             say!(
-                "lockmeter: warning: the report of process {} is not written: {} takes one --format {} document, the first process's",
+                "lockmeter: warning: the report of process {} is not written: {stream} takes one --format {} document, the first process's{}",
                 profile.pid,
-                output.display(),
-                format!("{:?}", options.rendering.format).to_lowercase()
-            );
-            Ok(None)
-        }
-        None if !root && one_document(options.rendering.format) => {
-            say!(
-                "lockmeter: warning: the report of process {} is not written: stderr takes one --format {} document, the first process's (-o FILE takes one per process)",
-                profile.pid,
-                format!("{:?}", options.rendering.format).to_lowercase()
+                format!("{:?}", options.rendering.format).to_lowercase(),
+                if options.output.is_none() { " (-o FILE takes one per process)" } else { "" }
             );
             Ok(None)
         }
@@ -565,14 +572,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // CMD's end soon), and told apart by the time they cover. The profile
     // CMD writes as it ends is not one of them: it is the final report.
     let mut poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
-    // A stream (a device, a descriptor) cannot take a JSON, pprof or
-    // flame-graph document after another: the final report only.
-    let stream = match options.output.as_deref() {
-        None => Some("stderr".to_string()),
-        Some(o) if !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_))) => Some(o.display().to_string()),
-        Some(_) => None,
-    };
-    if let Some(stream) = stream.filter(|_| poll.is_some() && one_document(options.rendering.format)) {
+    // The final report only, where the reports go to a stream.
+    if let Some(stream) = one_document_stream(options).filter(|_| poll.is_some()) {
         say!(
             "lockmeter: note: no live reports: {stream} takes one --format {} document, the final report",
             format!("{:?}", options.rendering.format).to_lowercase()

@@ -539,13 +539,19 @@ fn a_stop_before_the_wait_counts_and_older_children_are_not_waited_for() {
     assert_eq!(output.status.code(), Some(128 + libc::SIGTERM), "{said}");
     assert!(said.contains("orphan_lock") && !said.contains("still running"), "{said}");
 
+    older_children_are_not_waited_for("sleep 3 >/dev/null 2>&1 &", "true", "the shell's sleep");
+}
+
+/// A shell runs `before`, then executes `lockmeter run -- cmd`: what
+/// `before` left running (`what`) is not CMD's, and is not waited for.
+fn older_children_are_not_waited_for(before: &str, cmd: &str, what: &str) {
     let started = std::time::Instant::now();
-    let command = format!("sleep 3 >/dev/null 2>&1 & exec {} run -- true", env!("CARGO_BIN_EXE_lockmeter"));
+    let command = format!("{before} exec {} run -- {cmd}", env!("CARGO_BIN_EXE_lockmeter"));
     let output = Command::new("sh").args(["-c", &command]).output().unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{said}");
     assert!(!said.contains("waiting for"), "{said}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for the shell's sleep: {said}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for {what}: {said}");
 }
 
 /// An earlier run's report left at -o FILE, when this run's program wrote
@@ -682,13 +688,7 @@ fn a_stop_is_a_signal_lockmeter_received_and_what_it_leaves_writes_on() {
     assert_eq!(status.code(), Some(0), "{said}");
     assert!(said.contains("orphan_lock") && !said.contains("still running"), "{said}");
 
-    let started = std::time::Instant::now();
-    let command = format!("(sleep 0.2; sleep 4 >/dev/null 2>&1 &) & exec {} run -- sleep 0.5", env!("CARGO_BIN_EXE_lockmeter"));
-    let output = Command::new("sh").args(["-c", &command]).output().unwrap();
-    let said = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{said}");
-    assert!(!said.contains("waiting for"), "{said}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "waited for an older child's orphan: {said}");
+    older_children_are_not_waited_for("(sleep 0.2; sleep 4 >/dev/null 2>&1 &) &", "sleep 0.5", "an older child's orphan");
 }
 
 /// On stderr, the processes of the tree that used no lock are one line

@@ -174,12 +174,7 @@ thread_local! {
 /// its `exe` link cannot be read and its `cmdline` and `maps` read empty,
 /// while the same files of a running thread still answer.
 fn this_process(name: &str) -> String {
-    let thread_self = format!("/proc/thread-self/{name}");
-    if std::path::Path::new("/proc/thread-self").exists() {
-        thread_self
-    } else {
-        format!("/proc/self/{name}")
-    }
+    format!("/proc/thread-self/{name}")
 }
 
 fn monotonic_ns() -> u64 {

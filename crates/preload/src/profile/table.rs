@@ -179,11 +179,10 @@ impl WaiterClock {
     }
 
     /// Cycles the threads waiting at `waiters` have waited by `now`, in
-    /// all.
+    /// all: the delay of a hold from the start of time, when nobody
+    /// waited, to now.
     pub fn waited_so_far(waiters: Waiters, now: u64) -> u64 {
-        let units = waiters.count().wrapping_mul(now >> UNIT_SHIFT).wrapping_sub(waiters.start_sum()) & SUM_MASK;
-        // As in `delay`: a "negative" result is no wait.
-        if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
+        Self::delay(Waiters::default(), 0, waiters, now)
     }
 
     /// Waiter-cycles during a hold from `at_start` (time `started`) to
