@@ -21,7 +21,6 @@ mod run;
 mod torture;
 
 use clap::{Parser, Subcommand};
-use lockmeter_bench::LockKind;
 use lockmeter_locks::Algorithm;
 use std::process::ExitCode;
 
@@ -93,23 +92,7 @@ enum Command {
     /// operations per ms on a CPU, most / fewest of any thread (low for a
     /// thread the lock keeps failing), and why the least served thread
     /// did little: its time awake, CPU share and rate against the median
-    /// thread's. `pair` is the uncontended cost: ns per lock+unlock on one
-    /// thread, every lock once per round in rotating order, medians, beside
-    /// two floors, tas-floor (a bare test-and-set) and cas-floor (the two
-    /// locked instructions every lock that can sleep pays), and against
-    /// the fastest peer and glibc. `scorecard` runs the performance section's experiments (every
-    /// workload, fairness in 3 s runs, the pair) and judges each of
-    /// adaptive's targets from them: a line per target, measured and met
-    /// or not (about 13 minutes with the defaults on 2 cores). A miss
-    /// shows its range over the rounds (each round's runs of the two locks
-    /// against each other), and reads no* if some round met it wherever it
-    /// missed: within the run-to-run spread, which more rounds settle; no†
-    /// if no lock could meet it here (past the workload's physical limit,
-    /// or under cas-floor for the pair). In the scorecard --seconds sets
-    /// the workloads' runs (the fairness runs last 3 s, the pair's at most
-    /// 100 ms) and --repeat the runs per point and the pair's rounds; a
-    /// target whose thread counts are not in --threads reads n/a and is
-    /// not counted.
+    /// thread's. Each workload's --help has its options and examples.
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
@@ -119,69 +102,8 @@ enum Command {
     ///   lockmeter bench scorecard --threads 1,2,4,16,64,256,1024 --pin
     #[command(verbatim_doc_comment)]
     Bench {
-        /// duty (seed 001), sem (seed 003), dir (seed 000/002), pair (the
-        /// uncontended lock+unlock), or scorecard (all of them, judged
-        /// against adaptive's targets).
-        #[arg(value_enum)]
-        workload: bench::WorkloadName,
-        /// Locks: names, or the groups ours, peers, all [default: all]. Also
-        /// tas-floor and cas-floor (bare pairs of one and two locked
-        /// instructions, the floors) and variants that
-        /// switch one decision: adaptive-oncpu (the BPF on-CPU table; root),
-        /// adaptive-nobail (keeps spinning when the owner changes, seed 000),
-        /// adaptive-nobackoff (the spinner reads the word without pausing),
-        /// adaptive-eager (the spinner gives a releasing owner no grace),
-        /// adaptive-idlesleep (a waiter sleeps when its spin ends even if
-        /// its CPU would go idle), ticket-nobackoff (no proportional
-        /// backoff, seed 003).
-        #[arg(long, value_parser = args::lock_list)]
-        locks: Option<args::List<LockKind>>,
-        /// Thread counts [default: 1,2,4,8,16,64,256].
-        #[arg(long, value_parser = args::thread_list)]
-        threads: Option<args::List<usize>>,
-        /// Length of each run, e.g. 500ms or 2s [default: 500ms; pair: 100ms].
-        #[arg(long, value_parser = args::positive_duration, allow_hyphen_values = true)]
-        seconds: Option<std::time::Duration>,
-        /// Runs per point; medians are over these [default: 3; pair: 7].
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
-        repeat: Option<u64>,
-        /// duty: periods in ns [default: 1000,10000].
-        #[arg(long, value_parser = args::period_list)]
-        period: Option<args::List<u64>>,
-        /// duty: shares of the period inside the lock, in percent [default: 1,8,32].
-        #[arg(long, value_parser = args::duty_list)]
-        duty: Option<args::List<u64>>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: bench::Format,
-        /// Write the output to FILE (atomically) instead of stdout.
-        #[arg(long, short = 'o', value_name = "FILE")]
-        output: Option<std::path::PathBuf>,
-        /// Plot throughput against threads (a panel per period and duty) to
-        /// FILE.svg or FILE.png.
-        #[arg(long, value_name = "FILE")]
-        plot: Option<std::path::PathBuf>,
-        /// Plot the acquisition-time histogram of every lock (seed 000) to
-        /// FILE.svg or FILE.png.
-        #[arg(long, value_name = "FILE")]
-        plot_histogram: Option<std::path::PathBuf>,
-        /// Thread count whose histogram --plot-histogram draws [default: the largest].
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        histogram_threads: Option<u64>,
-        /// dir: create and unlink real files in this directory (measures the
-        /// kernel's locks, as the original test-mutex did).
-        #[arg(long, value_name = "PATH")]
-        fs: Option<std::path::PathBuf>,
-        /// A smoke run: checks the output, measures nothing worth quoting
-        /// (1 repeat of 20 ms, threads 1,4, P=1000 D=8 unless given: under
-        /// a second; pair: 5 ms rounds; scorecard: its experiments at 1-64
-        /// threads, 20 ms runs, 50 ms fairness runs, about 10 s).
-        #[arg(long)]
-        quick: bool,
-        /// Pin worker i to the (i mod n)-th CPU this process may use (for
-        /// many-core machines; combine with taskset to choose the CPUs).
-        #[arg(long)]
-        pin: bool,
+        #[command(subcommand)]
+        workload: bench::Workload,
     },
     /// Draw the plots of a saved `lockmeter bench --format json` report,
     /// without running it again.
@@ -474,11 +396,19 @@ fn one_line(rendered: &str) -> String {
     format!("{first} {}", items.join(", "))
 }
 
-/// The subcommand the command line names, if its first argument is one.
+/// The subcommand the command line names (`bench pair`, `run`), if its
+/// first arguments are one.
 fn subcommand_named() -> Option<String> {
     use clap::CommandFactory;
-    let first = std::env::args_os().nth(1)?.into_string().ok()?;
-    Cli::command().get_subcommands().any(|sub| sub.get_name() == first).then_some(first)
+    let mut command = Cli::command();
+    let mut named = Vec::new();
+    for arg in std::env::args_os().skip(1) {
+        let Some(sub) = arg.to_str().and_then(|arg| command.find_subcommand(arg)) else { break };
+        let sub = sub.clone();
+        named.push(sub.get_name().to_string());
+        command = sub;
+    }
+    (!named.is_empty()).then(|| named.join(" "))
 }
 
 /// The plot to draw: the one asked for, which must be drawable (an error
@@ -555,40 +485,8 @@ fn main() -> ExitCode {
             };
             demo::run(&settings)
         }
-        Command::Bench {
-            workload,
-            locks,
-            threads,
-            seconds,
-            repeat,
-            period,
-            duty,
-            format,
-            output,
-            plot,
-            plot_histogram,
-            histogram_threads,
-            fs,
-            quick,
-            pin,
-        } => {
-            let options = bench::Options {
-            workload,
-            locks: locks.map(|l| l.0),
-            threads: threads.map(|l| l.0),
-            seconds,
-            repeat: repeat.map(|r| r as usize),
-            periods: period.map(|l| l.0),
-            duties: duty.map(|l| l.0),
-            format,
-            output,
-            plot,
-            plot_histogram,
-            histogram_threads: histogram_threads.map(|t| t as usize),
-            fs,
-            quick,
-            pin,
-            };
+        Command::Bench { workload } => {
+            let options = bench::Options::new(workload);
             if let Err(message) = bench::validate(&options) {
                 say!("lockmeter: error: {message}");
                 return ExitCode::from(2);
@@ -690,8 +588,8 @@ mod tests {
 
     #[test]
     fn a_usage_error_keeps_the_list_its_first_line_announces() {
-        let missing = "error: the following required arguments were not provided:\n  <WORKLOAD>\n  <X>\n\nUsage: lockmeter bench <WORKLOAD>\n";
-        assert_eq!(one_line(missing), "the following required arguments were not provided: <WORKLOAD>, <X>");
+        let missing = "error: the following required arguments were not provided:\n  <FILES>\n  <X>\n\nUsage: lockmeter report <FILES>...\n";
+        assert_eq!(one_line(missing), "the following required arguments were not provided: <FILES>, <X>");
         let invalid = "error: invalid value 'x' for '--threads <THREADS>': not a number\n\nFor more information, try '--help'.\n";
         assert_eq!(one_line(invalid), "invalid value 'x' for '--threads <THREADS>': not a number");
     }

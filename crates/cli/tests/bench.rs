@@ -310,8 +310,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--threads", "0"], "threads must be between 1"),
         (vec!["bench", "duty", "--seconds", "-1s"], "not a duration"),
         (vec!["bench", "duty", "--seconds", "0"], "longer than zero"),
-        (vec!["bench", "sem", "--duty", "8"], "only apply to the duty workload"),
-        (vec!["bench", "tea"], "invalid value 'tea'"),
+        (vec!["bench", "sem", "--duty", "8"], "unexpected argument '--duty' found (see lockmeter bench sem --help)"),
+        (vec!["bench", "tea"], "unrecognized subcommand 'tea' (see lockmeter bench --help)"),
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
         (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "cannot write /nonexistent-dir/out.json: No such file"),
         // Found before the run, which used to go to stdout after it.
@@ -322,10 +322,11 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "sem", "--quick", "--plot-histogram", "h.svg", "--histogram-threads", "3"], "not one of the thread counts run (1,4)"),
         (vec!["bench", "duty", "--histogram-threads", "4"], "give --plot-histogram FILE too"),
         (vec!["bench", "dir", "--fs", "/tmp", "--locks", "adaptive"], "--locks does not apply with --fs"),
-        (vec!["bench", "pair", "--threads", "2"], "--threads does not apply to the pair workload"),
-        (vec!["bench", "pair", "--plot", "pair.svg"], "--plot does not apply to the pair workload"),
-        (vec!["bench", "pair", "--pin"], "--pin does not apply to the pair workload"),
-        (vec!["bench", "scorecard", "--locks", "adaptive"], "--locks does not apply to the scorecard"),
+        (vec!["bench", "pair", "--threads", "2"], "unexpected argument '--threads' found (see lockmeter bench pair --help)"),
+        (vec!["bench", "pair", "--plot", "pair.svg"], "unexpected argument '--plot'"),
+        (vec!["bench", "pair", "--pin"], "unexpected argument '--pin'"),
+        (vec!["bench", "scorecard", "--locks", "adaptive"], "unexpected argument '--locks' found (see lockmeter bench scorecard --help)"),
+        (vec!["bench", "dir", "--period", "1000"], "unexpected argument '--period'"),
     ] {
         let out = lockmeter().args(&args).output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
@@ -406,5 +407,30 @@ fn variants_run_beside_their_locks() {
             assert!(p["lock"].as_str().unwrap().starts_with("adaptive"), "only adaptive spins on an owner: {p}");
             assert_eq!(spins["decided_by_table"], 0, "no table was asked for: {p}");
         }
+    }
+}
+
+#[test]
+fn each_workload_has_its_own_help_with_only_its_options() {
+    let help = |workload: &str| {
+        let out = lockmeter().args(["bench", workload, "--help"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{workload}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let duty = help("duty");
+    assert!(duty.starts_with("Seed 001's futextest"), "{duty}");
+    assert!(duty.contains("--period") && duty.contains("--duty") && !duty.contains("--fs"), "{duty}");
+    let dir = help("dir");
+    assert!(dir.contains("--fs") && !dir.contains("--period"), "{dir}");
+    let pair = help("pair");
+    assert!(pair.contains("tas-floor") && pair.contains("[default: 7"), "{pair}");
+    assert!(!pair.contains("--threads") && !pair.contains("--plot") && !pair.contains("--pin"), "{pair}");
+    let scorecard = help("scorecard");
+    assert!(scorecard.contains("no†") && scorecard.contains("--threads") && !scorecard.contains("--locks"), "{scorecard}");
+    // The overview names every workload.
+    let out = lockmeter().args(["bench", "--help"]).output().unwrap();
+    let overview = String::from_utf8(out.stdout).unwrap();
+    for workload in ["duty", "sem", "dir", "pair", "scorecard"] {
+        assert!(overview.contains(&format!("  {workload} ")), "{workload}:\n{overview}");
     }
 }

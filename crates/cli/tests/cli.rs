@@ -50,7 +50,6 @@ fn usage_errors_name_what_is_missing_or_wrong() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     };
-    one_line(&["bench"], "not provided: <WORKLOAD>");
     one_line(&["report"], "not provided: <FILES>");
     one_line(&["run", "--frame", "3", "--", "true"], "unexpected argument '--frame'");
     one_line(&["advise", "--bogus", "--", "true"], "unexpected argument '--bogus'");
@@ -61,6 +60,11 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8(out.stderr).unwrap().contains("Usage: lockmeter <COMMAND>"));
+    // So does a bench without its workload: the help lists them.
+    let out = lockmeter().arg("bench").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("Usage: lockmeter bench <COMMAND>") && err.contains("  scorecard "), "{err}");
     // A plot file that cannot be written is found before the work: the
     // program (10 s of sleep a round) never runs. (advise used to run
     // every round, warn and exit 0; the demo to run, then fail.)
