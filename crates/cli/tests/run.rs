@@ -167,6 +167,19 @@ fn refused_trylocks_are_counted_exactly() {
     assert_eq!((c.reject, c.acquisitions, c.nowait, c.contended), (137, 2, 2, 0));
 }
 
+/// Timed acquisitions that gave up: counted, and said in the table (they
+/// are in WAIT, not in TOTAL or CON).
+#[test]
+fn timed_out_waits_are_counted_and_shown() {
+    let (_, profile) = profile(&["timeouts"]);
+    let c = &lock(&profile, "timeout_lock").counters;
+    assert_eq!((c.timeout, c.acquisitions, c.contended), (9, 1, 0));
+    assert!(c.wait_ns.total >= 9_000_000, "{c:?}");
+    let table = render_table(&profile, &TableOptions::default());
+    assert!(table.contains("timed out: 9 of 9 waits (WAIT is over all 9, "), "{table}");
+    assert!(table.contains("waited at give_up+0x") && table.contains(", 9 timed out"), "{table}");
+}
+
 #[test]
 fn a_heap_lock_is_named_by_its_init_site_and_a_reused_address_is_a_new_lock() {
     let (_, profile) = profile(&["heap"]);

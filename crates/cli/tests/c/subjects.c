@@ -89,6 +89,30 @@ static int timedwait(void) {
     return 0;
 }
 
+/* timeouts: main holds timeout_lock while a thread makes 9 timed
+ * attempts with 1 ms deadlines, all of which time out. */
+pthread_mutex_t timeout_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *give_up(void *arg) {
+    for (int i = 0; i < 9; i++) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += 1000000;
+        if (deadline.tv_nsec >= 1000000000) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000; }
+        if (pthread_mutex_timedlock(&timeout_lock, &deadline) == 0) abort();
+    }
+    return arg;
+}
+
+static int timeouts(void) {
+    pthread_t t;
+    pthread_mutex_lock(&timeout_lock);
+    pthread_create(&t, NULL, give_up, NULL);
+    pthread_join(t, NULL);
+    pthread_mutex_unlock(&timeout_lock);
+    return 0;
+}
+
 /* periodic: one thread takes periodic_lock 1,048,576 times, and holds it
  * 20 us every 1,024th time (a period that is a multiple of the profiler's
  * 1 in 16 sample); prints the long holds' total and the loop's wall time
@@ -593,6 +617,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "xunlock")) return xunlock();
     if (!strcmp(mode, "periodic")) return periodic();
     if (!strcmp(mode, "timedwait")) return timedwait();
+    if (!strcmp(mode, "timeouts")) return timeouts();
     if (!strcmp(mode, "trylock")) return trylock();
     if (!strcmp(mode, "heap")) return heap();
     if (!strcmp(mode, "rwlock")) return rwlock();

@@ -102,6 +102,9 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             out.push('\n');
         }
     }
+    if lock.counters.timeout > 0 {
+        let _ = writeln!(out, "{:>96}  {}", "", timed_out(&lock.counters, lock.kind));
+    }
     if let Some(now) = &lock.now {
         let _ = writeln!(out, "{:>96}  {}", "", in_progress(now, lock.kind));
     }
@@ -110,6 +113,9 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
         let sites = sites_in_role(lock, role, options.sort);
         for site in sites.iter().take(options.sites_per_role) {
             let mut label = format!("{verb} {}", site_label(site));
+            if role == Role::Waiter && site.counters.timeout > 0 {
+                let _ = write!(label, ", {} timed out", site.counters.timeout);
+            }
             if role == Role::Holder && site.counters.delay_ns > 0 {
                 let _ = write!(label, ", delayed waiters {}", micros(site.counters.delay_ns as f64));
             }
@@ -121,6 +127,16 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             let _ = writeln!(out, "{:>96}  ({} more sites {verb})", "", sites.len() - options.sites_per_role);
         }
     }
+}
+
+/// A lock's timed acquisitions that gave up, as a row's label (WAIT's
+/// mean and max are over every wait, these included; TOTAL and CON count
+/// acquisitions only): "timed out: 43 of 50 waits (WAIT is over all
+/// 50, 40.3ms in all)".
+fn timed_out(c: &Counters, kind: Kind) -> String {
+    let waits = c.contended + c.timeout;
+    let what = if kind == Kind::Cond { "waits for a signal" } else { "waits" };
+    format!("timed out: {} of {waits} {what} (WAIT is over all {waits}, {} in all)", c.timeout, span(c.wait_ns.total))
 }
 
 /// A lock's holds and waits in progress, as a row's label: "now: held
