@@ -1254,6 +1254,27 @@ fn interval_reports_while_the_program_runs() {
     assert_eq!(profile.reason, "exit");
 }
 
+/// A child forked without exec writes its snapshots too: killed (no final
+/// profile), it leaves the last one (it had no dump thread, and left
+/// nothing).
+#[test]
+fn a_forked_child_writes_interval_snapshots() {
+    let dir = scratch("fork_killed");
+    let output = lockmeter()
+        .args(["run", "--interval", "20ms", "--format", "json", "-o"])
+        .arg(dir.join("p.json"))
+        .arg("--")
+        .arg(subjects())
+        .arg("fork_killed")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let child: u32 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap();
+    let profile = Profile::load(&dir.join(format!("p.{child}.json"))).unwrap();
+    assert_eq!(profile.reason, "interval");
+    assert_eq!(lock(&profile, "forked_lock").counters.acquisitions, 7);
+}
+
 #[test]
 fn go_tool_pprof_reads_the_pprof_output() {
     let go = ["/usr/local/go/bin/go", "/usr/bin/go"].into_iter().find(|p| Path::new(p).is_file());

@@ -250,6 +250,23 @@ static int child(void) {
     return 0;
 }
 
+/* fork_killed: a child forked without exec locks forked_lock 7 times and
+ * waits; the parent kills it (SIGKILL) after 300 ms and prints its pid. */
+pthread_mutex_t forked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int fork_killed(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 7; i++) { pthread_mutex_lock(&forked_lock); pthread_mutex_unlock(&forked_lock); }
+        for (;;) pause();
+    }
+    sleep_ms(300);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("%d\n", (int)pid);
+    return 0;
+}
+
 /* orphan: the process exits at once, leaving a child that outlives it by
  * 300 ms and then locks orphan_lock 5 times. daemon: the child starts a
  * session of its own, prints its pid, lets go of the output and sleeps
@@ -624,6 +641,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "cond")) return cond();
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
+    if (!strcmp(mode, "fork_killed")) return fork_killed();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();
     if (!strcmp(mode, "orphan_retitled")) return orphan_retitled();
