@@ -1018,7 +1018,10 @@ fn a_program_killed_inside_malloc_still_dies() {
 /// jemalloc, preloaded by the user, takes pthread mutexes inside its own
 /// allocations, its first ones included: the library must not allocate
 /// from those calls (it recursed until the stack overflowed, and then
-/// deadlocked inside jemalloc's initialisation). Both modes.
+/// deadlocked inside jemalloc's initialisation; then, with threads, a
+/// thread's first recorded operation allocated its counters, and `mcs`
+/// its queue nodes, from inside jemalloc's mutex calls, which recursed).
+/// Both modes, every algorithm.
 #[test]
 fn a_program_with_jemalloc_preloaded_is_profiled_and_served() {
     use std::os::unix::process::CommandExt;
@@ -1045,6 +1048,36 @@ fn a_program_with_jemalloc_preloaded_is_profiled_and_served() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(3), "{lock:?}: {stderr}");
         assert!(stderr.contains("status_lock (mutex)"), "{lock:?}: {stderr}");
+    }
+    // Into a file: jemalloc's own mutexes fill a table larger than a pipe.
+    let dir = scratch("alloc_threads");
+    let algorithms = ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"];
+    for lock in std::iter::once(None).chain(algorithms.map(Some)) {
+        let mut command = lockmeter();
+        command.arg("run");
+        if let Some(lock) = lock {
+            command.args(["--lock", lock]);
+        }
+        let file = dir.join(format!("{}.json", lock.unwrap_or("profile")));
+        let mut child = command
+            .process_group(0)
+            .arg("-o")
+            .arg(&file)
+            .arg("--")
+            .arg(subjects())
+            .arg("alloc_threads")
+            .env("LD_PRELOAD", jemalloc)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish_within(&mut child, 30, &format!("{lock:?} with threads"));
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{lock:?} with threads: {stderr}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "40000", "{lock:?}");
+        let profile = Profile::load(&file).unwrap();
+        assert_eq!(self::lock(&profile, "alloc_lock").counters.acquisitions, 40_000, "{lock:?}");
     }
 }
 

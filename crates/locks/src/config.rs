@@ -53,9 +53,24 @@ pub fn spinning_enabled() -> bool {
 
 #[cold]
 fn read_spinning() -> bool {
-    let on = spinning_from(std::env::var("LOCKMETER_SPIN").ok().as_deref());
+    let on = spinning_from(variable(c"LOCKMETER_SPIN"));
     let _ = SPINNING.compare_exchange(UNREAD, if on { ON } else { OFF }, Ordering::Relaxed, Ordering::Relaxed);
     on
+}
+
+/// An environment variable's value, read without allocating: a switch is
+/// first read inside a lock operation, which can be an allocator's own
+/// (jemalloc takes pthread mutexes inside `malloc`), where allocating again
+/// recursed (`std::env::var` copies the name and the value).
+fn variable(name: &std::ffi::CStr) -> Option<&'static str> {
+    // SAFETY: a NUL-terminated name; getenv returns null or a string of the
+    // environment, which the program is not to free while it is in use.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { std::ffi::CStr::from_ptr(value) }.to_str().ok()
 }
 
 /// `LOCKMETER_SPIN`'s meaning: on unless it says 0, off or false.
@@ -96,7 +111,7 @@ pub fn handoff_bound() -> Duration {
 
 #[cold]
 fn read_handoff_bound() -> Duration {
-    let bound = handoff_bound_from(std::env::var("LOCKMETER_HANDOFF_US").ok().as_deref());
+    let bound = handoff_bound_from(variable(c"LOCKMETER_HANDOFF_US"));
     let _ = HANDOFF_NS.compare_exchange(u64::MAX, stored_ns(bound), Ordering::Relaxed, Ordering::Relaxed);
     Duration::from_nanos(stored_ns(bound))
 }

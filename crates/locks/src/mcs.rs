@@ -195,61 +195,139 @@ impl<R: Recorder> RawMcs<R> {
     }
 }
 
-/// The per-thread free list of queue nodes.
+/// Where queue nodes come from: a per-thread free list, refilled from a
+/// shared one and from pages mapped for the purpose, never from `malloc`.
+///
+/// An allocator that takes pthread mutexes (jemalloc: a thread's first
+/// allocation, and every aligned one) takes them inside its `malloc`; when
+/// those mutexes are served by this lock, a node allocated with `malloc`
+/// needed a node for the allocator's mutex, whose allocation needed
+/// another, until the stack ran out. So nodes are carved from mapped
+/// pages and never unmapped: a thread that exits leaves its free nodes on
+/// the shared list for the next thread (a node can end on another thread's
+/// list, since the unlocker keeps the holder's node), so the nodes ever
+/// made are bounded by the most ever in use or cached at once.
+///
+/// The free list is a plain cell, whose first use allocates nothing. Its
+/// hand-over at exit is a pthread key's destructor, not a thread-local's:
+/// registering a thread-local destructor allocates (glibc's
+/// `__cxa_thread_atexit_impl` calls `calloc`), which inside jemalloc's own
+/// mutex call crashed it; setting one of the first 32 keys allocates
+/// nothing. (Were the key a later one, a thread's list would not be handed
+/// over: at most `CACHED_MAX` nodes lost per exiting thread.)
 mod node_pool {
     use super::*;
     use std::cell::Cell;
+    #[cfg(not(loom))]
+    use std::sync::atomic::AtomicBool;
 
-    struct Pool {
-        head: Cell<*mut Node>,
-    }
-
-    impl Drop for Pool {
-        fn drop(&mut self) {
-            let mut node = self.head.get();
-            while !node.is_null() {
-                // SAFETY: nodes on the free list are owned by the list.
-                let boxed = unsafe { Box::from_raw(node) };
-                node = boxed.next_free;
-            }
-        }
-    }
+    /// Free nodes a thread keeps; more go to the shared list.
+    const CACHED_MAX: u32 = 8;
 
     #[cfg(not(loom))]
     thread_local! {
-        static POOL: Pool = const { Pool { head: Cell::new(ptr::null_mut()) } };
+        static FREE: Cell<*mut Node> = const { Cell::new(ptr::null_mut()) };
+        static CACHED: Cell<u32> = const { Cell::new(0) };
+        /// The thread's hand-over at exit is arranged (or cannot be).
+        static ARMED: Cell<bool> = const { Cell::new(false) };
     }
     #[cfg(loom)]
     loom::thread_local! {
-        static POOL: Pool = Pool { head: Cell::new(ptr::null_mut()) };
+        static FREE: Cell<*mut Node> = Cell::new(ptr::null_mut());
+        static CACHED: Cell<u32> = Cell::new(0);
+        static ARMED: Cell<bool> = Cell::new(false);
+        static REAPER: Reaper = Reaper;
     }
 
-    /// A reset node, from this thread's free list or freshly allocated
-    /// (also when thread-locals are already gone, at thread exit).
+    /// Hands the calling thread's free nodes to the shared list.
+    fn hand_over() {
+        let mut node = FREE.try_with(|free| free.replace(ptr::null_mut())).unwrap_or(ptr::null_mut());
+        let _ = CACHED.try_with(|cached| cached.set(0));
+        while !node.is_null() {
+            // SAFETY: nodes on the free list are owned by the list.
+            let next = unsafe { (*node).next_free };
+            shared::give(node);
+            node = next;
+        }
+    }
+
+    /// Arranges the thread's hand-over at exit, once.
+    #[cfg(not(loom))]
+    fn arm() {
+        if ARMED.with(|armed| armed.replace(true)) {
+            return;
+        }
+        extern "C" fn at_thread_exit(_: *mut libc::c_void) {
+            hand_over();
+            // Nodes given back after this (later keys' destructors taking
+            // locks) arm it again.
+            ARMED.with(|armed| armed.set(false));
+        }
+        const UNMADE: u32 = u32::MAX;
+        static KEY: AtomicU32 = AtomicU32::new(UNMADE);
+        let mut key = KEY.load(Ordering::Acquire);
+        if key == UNMADE {
+            let mut made: libc::pthread_key_t = 0;
+            // SAFETY: a valid out-pointer and a plain extern "C" destructor;
+            // making a key allocates nothing.
+            if unsafe { libc::pthread_key_create(&mut made, Some(at_thread_exit)) } != 0 {
+                return;
+            }
+            key = match KEY.compare_exchange(UNMADE, made, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => made,
+                Err(theirs) => {
+                    // SAFETY: our own key, never set.
+                    unsafe { libc::pthread_key_delete(made) };
+                    theirs
+                }
+            };
+        }
+        // glibc keeps the first 32 keys' values in the thread itself.
+        if key < 32 {
+            // SAFETY: a key of ours; any non-null value runs the destructor.
+            unsafe { libc::pthread_setspecific(key, ptr::NonNull::<u8>::dangling().as_ptr().cast()) };
+        }
+    }
+
+    /// Under loom, a thread-local's destructor (loom's threads run them).
+    #[cfg(loom)]
+    struct Reaper;
+
+    #[cfg(loom)]
+    impl Drop for Reaper {
+        fn drop(&mut self) {
+            hand_over();
+        }
+    }
+
+    #[cfg(loom)]
+    fn arm() {
+        if !ARMED.with(|armed| armed.replace(true)) {
+            REAPER.with(|_| ());
+        }
+    }
+
+    /// A reset node: from this thread's free list, the shared list, or
+    /// fresh.
     pub(super) fn take() -> *mut Node {
-        let recycled = POOL
-            .try_with(|pool| {
-                let node = pool.head.get();
+        let recycled = FREE
+            .try_with(|free| {
+                let node = free.get();
                 if !node.is_null() {
                     // SAFETY: a free node belongs to the list.
-                    pool.head.set(unsafe { (*node).next_free });
+                    free.set(unsafe { (*node).next_free });
+                    let _ = CACHED.try_with(|cached| cached.set(cached.get() - 1));
                 }
                 node
             })
             .unwrap_or(ptr::null_mut());
-        if recycled.is_null() {
-            return Box::into_raw(Box::new(Node {
-                next: AtomicPtr::new(ptr::null_mut()),
-                state: AtomicU32::new(WAITING),
-                next_free: ptr::null_mut(),
-            }));
-        }
+        let node = if recycled.is_null() { shared::take() } else { recycled };
         // SAFETY: the node is ours and unreachable from any lock.
         unsafe {
-            (*recycled).next.store(ptr::null_mut(), Ordering::Relaxed);
-            (*recycled).state.store(WAITING, Ordering::Relaxed);
+            (*node).next.store(ptr::null_mut(), Ordering::Relaxed);
+            (*node).state.store(WAITING, Ordering::Relaxed);
         }
-        recycled
+        node
     }
 
     /// Returns a node no lock can reach any more.
@@ -257,15 +335,102 @@ mod node_pool {
     /// # Safety
     /// `node` came from `take` and is unreachable by other threads.
     pub(super) unsafe fn give(node: *mut Node) {
-        let kept = POOL
-            .try_with(|pool| {
-                // SAFETY: the node is ours (caller's contract).
-                unsafe { (*node).next_free = pool.head.get() };
-                pool.head.set(node);
-            })
-            .is_ok();
-        if !kept {
-            // SAFETY: as above; thread-locals are gone, so free it.
+        let kept = CACHED.try_with(|cached| cached.get() < CACHED_MAX).unwrap_or(false)
+            && FREE
+                .try_with(|free| {
+                    // SAFETY: the node is ours (caller's contract).
+                    unsafe { (*node).next_free = free.get() };
+                    free.set(node);
+                })
+                .is_ok();
+        if kept {
+            let _ = CACHED.try_with(|cached| cached.set(cached.get() + 1));
+            arm();
+        } else {
+            shared::give(node);
+        }
+    }
+
+    /// The nodes threads left when they exited, and fresh pages of nodes.
+    #[cfg(not(loom))]
+    mod shared {
+        use super::*;
+
+        static LIST: AtomicPtr<Node> = AtomicPtr::new(ptr::null_mut());
+        /// Held while the list is changed. Never waited for by `take` (a
+        /// busy list, or one a thread gone at a `fork` left held, is
+        /// passed over for a fresh page), and for a bounded time by `give`.
+        static BUSY: AtomicBool = AtomicBool::new(false);
+
+        fn try_hold() -> bool {
+            !BUSY.swap(true, Ordering::Acquire)
+        }
+
+        /// A node from the list, or the first of a fresh page.
+        pub(super) fn take() -> *mut Node {
+            if try_hold() {
+                let node = LIST.load(Ordering::Relaxed);
+                if !node.is_null() {
+                    // SAFETY: listed nodes are free and owned by the list.
+                    LIST.store(unsafe { (*node).next_free }, Ordering::Relaxed);
+                }
+                BUSY.store(false, Ordering::Release);
+                if !node.is_null() {
+                    return node;
+                }
+            }
+            fresh_page()
+        }
+
+        /// Lists a free node; one that finds the list busy for long (its
+        /// holder gone with a `fork`) is left unlisted: a node lost, not a
+        /// thread stuck at its exit.
+        pub(super) fn give(node: *mut Node) {
+            for _ in 0..1000 {
+                if try_hold() {
+                    // SAFETY: the node is free and now the list's.
+                    unsafe { (*node).next_free = LIST.load(Ordering::Relaxed) };
+                    LIST.store(node, Ordering::Relaxed);
+                    BUSY.store(false, Ordering::Release);
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        }
+
+        /// Maps a page of nodes: returns one, lists the rest.
+        fn fresh_page() -> *mut Node {
+            const PAGE: usize = 4096;
+            // SAFETY: an anonymous private mapping, never unmapped.
+            let page = unsafe {
+                libc::mmap(ptr::null_mut(), PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            };
+            assert!(page != libc::MAP_FAILED, "mcs: cannot map memory for queue nodes");
+            let nodes = page.cast::<Node>();
+            let count = PAGE / std::mem::size_of::<Node>();
+            for i in 1..count {
+                // Node i is inside the page, aligned (the page is, and nodes
+                // are a multiple of their alignment), and zeroed: all-zero
+                // bytes are a free node (null pointers, state 0).
+                // SAFETY: inside the mapping (i < count).
+                give(unsafe { nodes.add(i) });
+            }
+            nodes
+        }
+    }
+
+    /// Under loom: plain allocations (the model checks the lock, not this
+    /// pool).
+    #[cfg(loom)]
+    mod shared {
+        use super::*;
+
+        pub(super) fn take() -> *mut Node {
+            Box::into_raw(Box::new(Node { next: AtomicPtr::new(ptr::null_mut()), state: AtomicU32::new(WAITING), next_free: ptr::null_mut() }))
+        }
+
+        pub(super) fn give(node: *mut Node) {
+            // SAFETY: under loom nodes are boxes, and this one is free.
             drop(unsafe { Box::from_raw(node) });
         }
     }

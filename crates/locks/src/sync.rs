@@ -400,3 +400,20 @@ mod tests {
         }
     }
 }
+
+/// The CPUs this process may run on (its affinity mask; at least 1), read
+/// without allocating: `std::thread::available_parallelism` allocates to
+/// read cgroup quotas, and a lock can be taken inside an allocator
+/// (jemalloc takes pthread mutexes inside `malloc`), where allocating
+/// again recursed.
+#[cfg(not(loom))]
+pub(crate) fn cpus_allowed() -> usize {
+    // SAFETY: all-zero bytes are an empty cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid set of the size given, filled by the kernel.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return 1;
+    }
+    // SAFETY: counts the bits of a valid set.
+    (unsafe { libc::CPU_COUNT(&set) } as usize).max(1)
+}

@@ -619,7 +619,7 @@ fn spin_window() -> u32 {
         static WINDOW: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         match WINDOW.load(Ordering::Relaxed) {
             0 => {
-                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let cpus = crate::sync::cpus_allowed();
                 let window = (cpus.saturating_sub(1) as u32).clamp(1, TICKET_MASK / 2);
                 WINDOW.store(window, Ordering::Relaxed);
                 window

@@ -267,6 +267,36 @@ static int fork_killed(void) {
     return 0;
 }
 
+/* alloc_threads: 4 threads each allocate 10,000 blocks (aligned ones
+ * among them: jemalloc takes a mutex for those) and count under
+ * alloc_lock; prints the count (40000). */
+pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static long allocated;
+
+static void *allocate(void *arg) {
+    for (int i = 0; i < 10000; i++) {
+        void *block = NULL;
+        if (i % 4 == 0) {
+            if (posix_memalign(&block, 4096, 64 + i % 512) != 0) abort();
+        } else {
+            block = malloc(64 + i % 512);
+        }
+        pthread_mutex_lock(&alloc_lock);
+        allocated++;
+        pthread_mutex_unlock(&alloc_lock);
+        free(block);
+    }
+    return arg;
+}
+
+static int alloc_threads(void) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, allocate, NULL);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    printf("%ld\n", allocated);
+    return 0;
+}
+
 /* orphan: the process exits at once, leaving a child that outlives it by
  * 300 ms and then locks orphan_lock 5 times. daemon: the child starts a
  * session of its own, prints its pid, lets go of the output and sleeps
@@ -641,6 +671,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "cond")) return cond();
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
+    if (!strcmp(mode, "alloc_threads")) return alloc_threads();
     if (!strcmp(mode, "fork_killed")) return fork_killed();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();

@@ -16,8 +16,8 @@ pub mod table;
 
 use lockmeter_locks::clock::cycles;
 use lockmeter_stats::histogram::bin_of;
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering::*};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use table::{LockRecord, ThreadBlock, ThreadLock, Tables, HIST_BINS};
 
 /// What a lock record is of (stored in the record, reported as `kind`).
@@ -102,6 +102,11 @@ pub fn library_constructed() {
     // SAFETY: registers plain extern "C" functions, which only call
     // getpid and touch atomics.
     unsafe { libc::pthread_atfork(Some(note_forking), None, Some(note_parent_in_child)) };
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out-pointer and a plain extern "C" destructor.
+    if unsafe { libc::pthread_key_create(&mut key, Some(give_block_back)) } == 0 {
+        EXIT_KEY.store(key, Release);
+    }
     CONSTRUCTED.store(true, Release);
 }
 
@@ -138,34 +143,42 @@ pub fn restart_in_child() {
 
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
-/// The calling thread's block of the running profiler, cached in TLS; a
-/// guard gives it back when the thread exits.
+/// The calling thread's block of the running profiler, cached in TLS;
+/// `give_block_back` returns it when the thread exits.
 #[derive(Clone, Copy)]
 struct BlockCache {
     epoch: u64,
     block: *const ThreadBlock,
 }
 
-struct BlockGuard(*const ThreadBlock, u64);
-
-impl Drop for BlockGuard {
-    fn drop(&mut self) {
-        // Forget the block first: locks taken later in this thread's exit
-        // (pthread key destructors run after thread-locals) must not write
-        // into a block another thread may claim; they claim one of their own.
-        let _ = BLOCK.try_with(|b| b.set(BlockCache { epoch: 0, block: std::ptr::null() }));
-        if let Some(profiler) = active() {
-            if profiler.epoch == self.1 {
-                // SAFETY: blocks are never freed.
-                profiler.tables.release_block(unsafe { &*self.0 });
-            }
-        }
-    }
-}
-
 thread_local! {
     static BLOCK: Cell<BlockCache> = const { Cell::new(BlockCache { epoch: 0, block: std::ptr::null() }) };
-    static GUARD: RefCell<Option<BlockGuard>> = const { RefCell::new(None) };
+    /// This thread is claiming its block (see `Profiler::claim_block`).
+    static CLAIMING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The pthread key whose destructor gives a thread's block back when the
+/// thread exits (`u32::MAX`: none). A key, not a thread-local with a
+/// destructor: registering one of those allocates (glibc's
+/// `__cxa_thread_atexit_impl` calls `calloc`), and a thread's first
+/// recorded operation can be an allocator's own mutex call (jemalloc's,
+/// inside its `posix_memalign`), where allocating again crashed it. Made
+/// as the library starts, so among the first keys, whose values a thread
+/// keeps in itself: setting one allocates nothing.
+static EXIT_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+extern "C" fn give_block_back(block: *mut libc::c_void) {
+    // Forget the block first: locks taken later in this thread's exit
+    // (destructors of keys after this one) must not write into a block
+    // another thread may claim; they claim one of their own, which this
+    // destructor, called again for it, gives back in turn.
+    let cached = BLOCK.with(|b| b.replace(BlockCache { epoch: 0, block: std::ptr::null() }));
+    if let Some(profiler) = active() {
+        if cached.epoch == profiler.epoch && std::ptr::eq(cached.block, block.cast_const().cast()) {
+            // SAFETY: blocks are never freed.
+            profiler.tables.release_block(unsafe { &*cached.block });
+        }
+    }
 }
 
 /// The path of `name` under `/proc` for this process as the calling
@@ -319,7 +332,7 @@ impl Profiler {
     #[inline(always)]
     fn block_for_acquisition(&self) -> Option<&ThreadBlock> {
         let block = self.block();
-        if block.is_none() {
+        if block.is_none() && !CLAIMING.with(Cell::get) {
             self.tables.health.no_thread_block.fetch_add(1, Relaxed);
         }
         block
@@ -327,9 +340,24 @@ impl Profiler {
 
     #[cold]
     fn claim_block(&self) -> Option<&ThreadBlock> {
-        let block = self.tables.claim_block()?;
+        // Claiming allocates, and an allocator that takes pthread mutexes
+        // (jemalloc, on a thread's first allocation) comes back here from
+        // inside the allocation: those calls are the profiler's own doing,
+        // not the program's, and go unrecorded (they claimed again, and
+        // recursed until the stack ran out).
+        if CLAIMING.with(|claiming| claiming.replace(true)) {
+            return None;
+        }
+        let block = self.tables.claim_block();
+        CLAIMING.with(|claiming| claiming.set(false));
+        let block = block?;
         BLOCK.with(|b| b.set(BlockCache { epoch: self.epoch, block }));
-        let _ = GUARD.try_with(|g| *g.borrow_mut() = Some(BlockGuard(block, self.epoch)));
+        let key = EXIT_KEY.load(Acquire);
+        if key != u32::MAX {
+            // SAFETY: a key made by this library; the value is only compared
+            // and handed back to `give_block_back`.
+            unsafe { libc::pthread_setspecific(key, std::ptr::from_ref(block).cast()) };
+        }
         Some(block)
     }
 

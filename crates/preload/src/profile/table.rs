@@ -370,6 +370,18 @@ fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
     Some(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), count) })
 }
 
+/// `value` moved into memory of its own, mapped and never unmapped.
+fn map_one<T>(value: T) -> Option<&'static mut T> {
+    let memory = map_zeroed::<std::mem::MaybeUninit<T>>(1)?;
+    let slot = memory.as_ptr().cast_mut().cast::<T>();
+    // SAFETY: the mapping is T's size, page-aligned, this call's alone and
+    // never unmapped; writing initialises it.
+    unsafe {
+        slot.write(value);
+        Some(&mut *slot)
+    }
+}
+
 #[inline(always)]
 fn home(key: u64, slots: usize) -> usize {
     // Fibonacci hashing: locks are 8-byte aligned and often 40 or 64
@@ -421,12 +433,15 @@ impl Tables {
             }
             block = candidate.next.cast_mut();
         }
-        let fresh = Box::leak(Box::new(ThreadBlock {
+        // Mapped, not allocated: a thread's first recorded operation can be
+        // an allocator's own mutex call (jemalloc's, inside its
+        // `posix_memalign`), where `malloc` is not to be called again.
+        let fresh = map_one(ThreadBlock {
             locks: map_zeroed(self.locks.len())?,
             sites: map_zeroed(self.sites.len())?,
             next: std::ptr::null(),
             free: AtomicBool::new(false),
-        }));
+        })?;
         let mut head = self.threads.load(Acquire);
         loop {
             fresh.next = head;
