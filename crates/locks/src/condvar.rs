@@ -65,9 +65,8 @@ impl Condvar {
                 self.0.fetch_sub(1, Ordering::Release);
             }
         }
-        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let seen = self.enter();
         let leave = Leave(&self.waiters);
-        let seen = self.sequence.load(Ordering::SeqCst);
         release();
         let outcome = futex_wait(&self.sequence, seen, deadline);
         drop(leave);
@@ -76,6 +75,29 @@ impl Condvar {
             WaitOutcome::TimedOut => WaitResult::TimedOut,
             WaitOutcome::Woken | WaitOutcome::ValueChanged => WaitResult::Notified,
         }
+    }
+
+    /// The first step of a wait, for a caller that blocks by itself (a
+    /// wait that must be a pthread cancellation point blocks in one raw
+    /// system call, with nothing of Rust's to unwind): registers the caller
+    /// as a waiter and returns the value of [`Condvar::futex_word`] to wait
+    /// for a change of (`FUTEX_WAIT`). The caller then releases its mutex,
+    /// blocks, and calls [`Condvar::leave`] once it stops waiting, however
+    /// it stops.
+    pub fn enter(&self) -> u32 {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.sequence.load(Ordering::SeqCst)
+    }
+
+    /// The word every notify changes, and wakes the waiters of.
+    pub fn futex_word(&self) -> &AtomicU32 {
+        &self.sequence
+    }
+
+    /// The last step of a wait begun with [`Condvar::enter`]: its last
+    /// access to the condvar.
+    pub fn leave(&self) {
+        self.waiters.fetch_sub(1, Ordering::Release);
     }
 
     /// Waits on a `lock_api` guard: releases its mutex while waiting.

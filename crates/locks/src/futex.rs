@@ -21,7 +21,7 @@ pub enum WaitOutcome {
 }
 
 /// The bits a plain wait or wake uses: every sleeper matches every waker.
-const ANY_BITS: u32 = u32::MAX;
+pub const ANY_BITS: u32 = u32::MAX;
 
 #[cfg(not(loom))]
 mod os {
@@ -48,25 +48,34 @@ mod os {
     /// these wakes the sleeper (FUTEX_WAIT_BITSET): two kinds of sleeper
     /// can share one word and be woken apart.
     pub fn wait_bits(word: &StdAtomicU32, expected: u32, deadline: Option<Instant>, bits: u32) -> WaitOutcome {
-        // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time, the
-        // clock `Instant` reads.
-        let timeout = match deadline {
+        let timeout = match deadline.map(absolute) {
             None => None,
-            Some(d) => {
-                let now = Instant::now();
-                if d <= now {
-                    return WaitOutcome::TimedOut;
-                }
-                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-                // SAFETY: `ts` is a valid out-pointer for the call.
-                unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-                let at = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32) + (d - now);
-                Some(libc::timespec { tv_sec: at.as_secs() as libc::time_t, tv_nsec: at.subsec_nanos() as libc::c_long })
-            }
+            Some(None) => return WaitOutcome::TimedOut,
+            Some(at) => at,
         };
-        let ts_ptr = timeout
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        wait_until(word, expected, timeout.as_ref(), bits)
+    }
+
+    /// `deadline` as the absolute CLOCK_MONOTONIC time FUTEX_WAIT_BITSET
+    /// takes (the clock `Instant` reads); `None` once it has passed.
+    pub fn absolute(deadline: Instant) -> Option<libc::timespec> {
+        let now = Instant::now();
+        if deadline <= now {
+            return None;
+        }
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid out-pointer for the call.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let at = std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32) + (deadline - now);
+        Some(libc::timespec { tv_sec: at.as_secs() as libc::time_t, tv_nsec: at.subsec_nanos() as libc::c_long })
+    }
+
+    /// One FUTEX_WAIT_BITSET system call until `at` (absolute, from
+    /// [`absolute`]), and nothing else: no clock read, no retry. For a
+    /// caller that must block in exactly one call (a wait that is a pthread
+    /// cancellation point, cancelled asynchronously while it blocks).
+    pub fn wait_until(word: &StdAtomicU32, expected: u32, at: Option<&libc::timespec>, bits: u32) -> WaitOutcome {
+        let ts_ptr = at.map_or(std::ptr::null(), std::ptr::from_ref);
         // SAFETY: `word` is a live, aligned u32; the timeout (if any) lives
         // until the call returns; the sixth argument is the bitset.
         let r = unsafe {
@@ -117,7 +126,7 @@ mod os {
 #[cfg(not(loom))]
 pub(crate) use os::errno;
 #[cfg(not(loom))]
-pub use os::{wait, wait_bits, wake, wake_bits};
+pub use os::{absolute, wait, wait_bits, wait_until, wake, wake_bits};
 
 /// The futex modelled for loom: a table of sleepers keyed by address, with
 /// the value check and the enqueue done under one model mutex, as the kernel

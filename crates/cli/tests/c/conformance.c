@@ -269,6 +269,41 @@ static void cancellation(void) {
     pthread_mutex_unlock(&cancel_m);
 }
 
+/* Cancellation landing anywhere in a wait: a thread loops in timed waits
+ * whose deadline has passed (so it is mostly not blocked) and is
+ * cancelled after 0-300 us, 500 times; each time it is cancelled, its
+ * cleanup handler finds the mutex held, and the condvar can then be
+ * destroyed (it aborted the program when the cancellation came outside
+ * the system call). */
+static pthread_cond_t *racing_c;
+static void *timed_waits_forever(void *arg) {
+    struct timespec past = { 0, 0 };
+    pthread_mutex_lock(&cancel_m);
+    pthread_cleanup_push(cleanup, NULL);
+    for (;;) pthread_cond_timedwait(racing_c, &cancel_m, &past);
+    pthread_cleanup_pop(0);
+    return arg;
+}
+static void cancellation_anywhere_in_a_wait(void) {
+    srand(1);
+    int held = 0;
+    for (int i = 0; i < 500; i++) {
+        pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+        pthread_t t;
+        void *result;
+        racing_c = &c;
+        held_in_cleanup = 0;
+        pthread_create(&t, NULL, timed_waits_forever, NULL);
+        usleep(rand() % 300);
+        EQ(pthread_cancel(t), 0);
+        EQ(pthread_join(t, &result), 0);
+        CHECK(result == PTHREAD_CANCELED, "the waiter was not cancelled");
+        held += held_in_cleanup;
+        EQ(pthread_cond_destroy(&c), 0);
+    }
+    EQ(held, 500);
+}
+
 /* fork while another thread holds a lock: the atfork handlers take the
  * lock around fork, and the child can use it and fresh ones. */
 static pthread_mutex_t fork_m = PTHREAD_MUTEX_INITIALIZER;
@@ -565,6 +600,7 @@ int main(void) {
     queue_passes_every_token_once();
     timed_waits();
     cancellation();
+    cancellation_anywhere_in_a_wait();
     fork_with_held_locks();
     fork_holding_locks();
     forks_at_once();

@@ -4,7 +4,7 @@
 //! thread cancelled while blocked in the wait re-acquires the mutex before
 //! its cleanup handlers run.
 
-use lockmeter_locks::{Condvar, WaitResult};
+use lockmeter_locks::{futex, Condvar};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -76,30 +76,50 @@ pub unsafe fn wants_glibc(attr: *const libc::pthread_condattr_t) -> bool {
     pshared != libc::PTHREAD_PROCESS_PRIVATE
 }
 
+/// glibc's cleanup buffer (`struct _pthread_cleanup_buffer`): a handler
+/// that glibc's cancellation runs as it unwinds past the frame holding it.
+#[repr(C)]
+struct CleanupBuffer {
+    routine: Option<unsafe extern "C" fn(*mut libc::c_void)>,
+    argument: *mut libc::c_void,
+    cancel_type: libc::c_int,
+    previous: *mut CleanupBuffer,
+}
+
 extern "C" {
     fn pthread_setcanceltype(kind: libc::c_int, previous: *mut libc::c_int) -> libc::c_int;
+    fn _pthread_cleanup_push(buffer: *mut CleanupBuffer, routine: unsafe extern "C" fn(*mut libc::c_void), argument: *mut libc::c_void);
+    fn _pthread_cleanup_pop(buffer: *mut CleanupBuffer, execute: libc::c_int);
 }
 
 /// glibc's value of PTHREAD_CANCEL_ASYNCHRONOUS.
 const CANCEL_ASYNCHRONOUS: libc::c_int = 1;
 
-/// Re-acquires the mutex when dropped: on the normal path, and when a
-/// cancellation unwinds out of the wait (POSIX: the mutex is held again
-/// before the first cleanup handler runs).
-struct Reacquire<F: FnMut()>(F);
+/// What a cancelled wait must still do, for its cleanup handler.
+struct Abandoned<'a> {
+    condvar: &'a Condvar,
+    reacquire: &'a mut dyn FnMut() -> libc::c_int,
+}
 
-impl<F: FnMut()> Drop for Reacquire<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
+/// Run by glibc when a cancellation unwinds out of the wait: leaves the
+/// condvar and takes the mutex again (POSIX: held again before the first
+/// cleanup handler of the program runs).
+unsafe extern "C" fn leave_cancelled_wait(argument: *mut libc::c_void) {
+    // SAFETY: the `Abandoned` of the wait being unwound, alive in its frame.
+    let abandoned = unsafe { &mut *argument.cast::<Abandoned>() };
+    abandoned.condvar.leave();
+    (abandoned.reacquire)();
 }
 
 /// Waits on a served condvar: `release` and `reacquire` are the mutex's.
-/// Returns 0 or ETIMEDOUT.
+/// Returns 0 or ETIMEDOUT (or the mutex's error).
 ///
-/// The wait is a cancellation point: asynchronous cancellation is enabled
-/// only while the thread is blocked (between the release and the end of
-/// the futex wait), as glibc does around its own blocking calls.
+/// The wait is a cancellation point, as glibc's: asynchronous
+/// cancellation is enabled around the one system call that blocks, and
+/// nothing of Rust's is there to unwind (this frame and its callers hold
+/// nothing that drops: unwinding Rust code with pending drops, or out of a
+/// function that cannot unwind, aborted the program). A cancellation runs
+/// `leave_cancelled_wait` as glibc unwinds past this frame.
 ///
 /// # Safety
 /// As [`served`]; the caller holds the mutex.
@@ -111,50 +131,41 @@ pub unsafe fn wait(
 ) -> libc::c_int {
     // SAFETY: forwarded contract.
     let condvar = &unsafe { served(c) }.condvar;
-    let released = std::cell::Cell::new(0);
-    let relocked = std::cell::Cell::new(0);
-    let guard = Reacquire(|| {
-        // A mutex that could not be released is still held: no re-lock.
-        if released.get() == 0 {
-            relocked.set(reacquire());
-        }
-    });
-    let previous = std::cell::Cell::new(0);
-    let outcome = condvar.wait_with(
-        || {
-            let result = release();
-            released.set(result);
-            if result != 0 {
-                // The wait must not block: end it at once (every waiter may
-                // wake spuriously, which POSIX allows).
-                condvar.notify_all();
-                return;
-            }
-            let mut old = 0;
-            // SAFETY: changes this thread's cancellation type.
-            unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut old) };
-            previous.set(old);
-        },
-        || {
-            if released.get() == 0 {
-                // SAFETY: restores it.
-                unsafe { pthread_setcanceltype(previous.get(), std::ptr::null_mut()) };
-            }
-        },
-        deadline,
-    );
-    drop(guard);
-    if released.get() != 0 {
-        return released.get();
+    // Read before blocking: the call that blocks reads no clock.
+    let deadline = match deadline.map(futex::absolute) {
+        Some(None) => Some(libc::timespec { tv_sec: 0, tv_nsec: 0 }),
+        at => at.flatten(),
+    };
+    let seen = condvar.enter();
+    let released = release();
+    if released != 0 {
+        // A mutex that could not be released is still held: no wait.
+        condvar.leave();
+        return released;
     }
+    let mut abandoned = Abandoned { condvar, reacquire: &mut reacquire };
+    let mut buffer = CleanupBuffer { routine: None, argument: std::ptr::null_mut(), cancel_type: 0, previous: std::ptr::null_mut() };
+    // SAFETY: the buffer and its argument live in this frame until the pop.
+    unsafe { _pthread_cleanup_push(&mut buffer, leave_cancelled_wait, std::ptr::from_mut(&mut abandoned).cast()) };
+    let mut previous = 0;
+    // SAFETY: changes this thread's cancellation type; from here to its
+    // restoring only the system call runs.
+    unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut previous) };
+    // Woken, the sequence moved on already, or a signal: notified (a
+    // spurious wake-up, which POSIX allows, for the signal).
+    let outcome = futex::wait_until(condvar.futex_word(), seen, deadline.as_ref(), futex::ANY_BITS);
+    // SAFETY: restores it.
+    unsafe { pthread_setcanceltype(previous, std::ptr::null_mut()) };
+    let timed_out = outcome == futex::WaitOutcome::TimedOut;
+    // SAFETY: the buffer pushed above, not run.
+    unsafe { _pthread_cleanup_pop(&mut buffer, 0) };
+    condvar.leave();
     // A robust mutex whose owner died while we waited: EOWNERDEAD, with
     // the mutex held, as from pthread_mutex_lock.
-    if relocked.get() != 0 {
-        return relocked.get();
-    }
-    match outcome {
-        WaitResult::Notified => 0,
-        WaitResult::TimedOut => libc::ETIMEDOUT,
+    match (reacquire(), timed_out) {
+        (0, false) => 0,
+        (0, true) => libc::ETIMEDOUT,
+        (error, _) => error,
     }
 }
 
