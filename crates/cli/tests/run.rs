@@ -1308,6 +1308,23 @@ fn a_forked_child_writes_interval_snapshots() {
     assert_eq!(lock(&profile, "forked_lock").counters.acquisitions, 7);
 }
 
+/// A child of a thread that had taken locks times its holds (it timed
+/// none, and showed its last lock as still held: every operation claimed
+/// a fresh counter block, the parent's block's keeper forgetting the new
+/// one as it was replaced).
+#[test]
+fn a_forked_child_times_its_holds() {
+    let dir = scratch("fork_holds");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("fork_holds").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let child: u32 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap();
+    let profile = Profile::load(&dir.join(format!("p.{child}.json"))).unwrap();
+    let held = lock(&profile, "child_lock");
+    assert_eq!(held.counters.acquisitions, 10);
+    within(held.counters.hold_ns.total, 95, 400, "the child's holds");
+    assert!(held.now.is_none(), "nothing held at exit: {:?}", held.now);
+}
+
 #[test]
 fn go_tool_pprof_reads_the_pprof_output() {
     let go = ["/usr/local/go/bin/go", "/usr/bin/go"].into_iter().find(|p| Path::new(p).is_file());

@@ -267,6 +267,25 @@ static int fork_killed(void) {
     return 0;
 }
 
+/* fork_holds: the thread that forks has taken parent_lock; its child
+ * holds child_lock 10 ms, 10 times, and prints its pid. */
+static int fork_holds(void) {
+    pthread_mutex_lock(&parent_lock);
+    pthread_mutex_unlock(&parent_lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 10; i++) {
+            pthread_mutex_lock(&child_lock);
+            sleep_ms(10);
+            pthread_mutex_unlock(&child_lock);
+        }
+        printf("%d\n", (int)getpid());
+        return 0;
+    }
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
 /* alloc_threads: 4 threads each allocate 10,000 blocks (aligned ones
  * among them: jemalloc takes a mutex for those) and count under
  * alloc_lock; prints the count (40000). */
@@ -672,6 +691,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "alloc_threads")) return alloc_threads();
+    if (!strcmp(mode, "fork_holds")) return fork_holds();
     if (!strcmp(mode, "fork_killed")) return fork_killed();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();
