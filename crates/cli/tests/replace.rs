@@ -59,6 +59,13 @@ fn the_suite_holds_for_glibc_itself() {
     assert_conforms(&output, "glibc");
 }
 
+/// Profiled, glibc's locks keep glibc's semantics.
+#[test]
+fn the_suite_holds_for_glibc_profiled() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter")).args(["run", "-o", "/dev/null", "--"]).arg(conformance()).output().unwrap();
+    assert_conforms(&output, "glibc, profiled");
+}
+
 #[test]
 fn every_algorithm_serves_pthreads_conformantly() {
     for algorithm in ALGORITHMS {

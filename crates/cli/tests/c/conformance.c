@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,12 @@ static int checks;
             exit(1);                                                       \
         }                                                                  \
     } while (0)
-#define EQ(a, b) CHECK((a) == (b), "%ld != %ld", (long)(a), (long)(b))
+/* Each side evaluated once: the message shows the value the check saw. */
+#define EQ(a, b)                                                           \
+    do {                                                                   \
+        long eq_got_ = (long)(a), eq_want_ = (long)(b);                    \
+        CHECK(eq_got_ == eq_want_, "%s is %ld, not %ld", #a, eq_got_, eq_want_); \
+    } while (0)
 
 static long now_ms(clockid_t clock) {
     struct timespec t;
@@ -229,6 +235,34 @@ static void timed_waits(void) {
     EQ(pthread_cond_timedwait(&realtime, &m, &at), EINVAL);
     pthread_mutex_unlock(&m);
     EQ(pthread_cond_destroy(&monotonic), 0);
+}
+
+/* A clocked wait on a clock futexes cannot wait on is refused (EINVAL)
+ * before the lock is tried: a free lock stays free, a semaphore keeps its
+ * count, a condvar wait keeps the mutex. */
+static void unwaitable_clock(void) {
+    const clockid_t cpu = CLOCK_PROCESS_CPUTIME_ID;
+    struct timespec at = in_ms(CLOCK_REALTIME, 1000);
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    EQ(pthread_mutex_clocklock(&m, cpu, &at), EINVAL);
+    EQ(pthread_mutex_trylock(&m), 0);
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    EQ(pthread_cond_clockwait(&c, &m, cpu, &at), EINVAL);
+    EQ(pthread_mutex_unlock(&m), 0);
+    pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
+    EQ(pthread_rwlock_clockrdlock(&l, cpu, &at), EINVAL);
+    EQ(pthread_rwlock_clockwrlock(&l, cpu, &at), EINVAL);
+    EQ(pthread_rwlock_trywrlock(&l), 0);
+    pthread_rwlock_unlock(&l);
+    sem_t sem;
+    sem_init(&sem, 0, 1);
+    errno = 0;
+    EQ(sem_clockwait(&sem, cpu, &at), -1);
+    EQ(errno, EINVAL);
+    int value = -1;
+    sem_getvalue(&sem, &value);
+    EQ(value, 1);
+    sem_destroy(&sem);
 }
 
 /* Cancellation of a thread blocked in a condvar wait: the mutex is held
@@ -599,6 +633,7 @@ int main(void) {
     exclusion(&static_adaptive, 8, 2000);
     queue_passes_every_token_once();
     timed_waits();
+    unwaitable_clock();
     cancellation();
     cancellation_anywhere_in_a_wait();
     fork_with_held_locks();

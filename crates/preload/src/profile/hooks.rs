@@ -431,7 +431,17 @@ unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
     }
 }
 
+/// Whether a clocked wait may use `clock`. glibc refuses any other
+/// (EINVAL) before it tries the lock; a hook that tried first took a free
+/// lock and returned 0 (a semaphore lost a count).
+fn waitable_clock(clock: clockid_t) -> bool {
+    clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC
+}
+
 unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if !waitable_clock(clock) {
+        return libc::EINVAL;
+    }
     if let Some(algorithm) = serving(m) {
         // SAFETY: a served mutex; the program's clock and timespec.
         return keeping_errno(|| {
@@ -512,15 +522,31 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
 shared_hook!(rwlock_rdlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_RDLOCK, pthread_outcome);
 shared_hook!(rwlock_timedrdlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_TIMEDRDLOCK, pthread_outcome);
 shared_hook!(
-    rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time),
+    rwlock_clockrdlock_on(l: Rwlock, clock: clockid_t, at: Time),
     Kind::Rwlock,
     real::RWLOCK_TRYRDLOCK,
     real::RWLOCK_CLOCKRDLOCK,
     pthread_outcome
 );
+
+unsafe extern "C" fn rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if !waitable_clock(clock) {
+        return libc::EINVAL;
+    }
+    // SAFETY: the program's own arguments.
+    unsafe { rwlock_clockrdlock_on(l, clock, at, pc) }
+}
 exclusive_hook!(rwlock_wrlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_WRLOCK);
 exclusive_hook!(rwlock_timedwrlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_TIMEDWRLOCK);
-exclusive_hook!(rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_CLOCKWRLOCK);
+exclusive_hook!(rwlock_clockwrlock_on(l: Rwlock, clock: clockid_t, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_CLOCKWRLOCK);
+
+unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if !waitable_clock(clock) {
+        return libc::EINVAL;
+    }
+    // SAFETY: the program's own arguments.
+    unsafe { rwlock_clockwrlock_on(l, clock, at, pc) }
+}
 init_hook!(rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t), Kind::Rwlock, real::RWLOCK_INIT);
 destroy_hook!(pthread_rwlock_destroy(l: Rwlock), real::RWLOCK_DESTROY);
 
@@ -672,6 +698,9 @@ unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usiz
 }
 
 unsafe extern "C-unwind" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if !waitable_clock(clock) {
+        return libc::EINVAL;
+    }
     match serving_cond(c, m) {
         Err(error) => error,
         Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) })),
@@ -740,7 +769,16 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
 
 shared_hook!(sem_wait_impl(s: Sem), Kind::Sem, real::SEM_TRYWAIT, real::SEM_WAIT, sem_outcome);
 shared_hook!(sem_timedwait_impl(s: Sem, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_TIMEDWAIT, sem_outcome);
-shared_hook!(sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_CLOCKWAIT, sem_outcome);
+shared_hook!(sem_clockwait_on(s: Sem, clock: clockid_t, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_CLOCKWAIT, sem_outcome);
+
+unsafe extern "C" fn sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time, pc: usize) -> c_int {
+    if !waitable_clock(clock) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: the program's own arguments.
+    unsafe { sem_clockwait_on(s, clock, at, pc) }
+}
 init_hook!(sem_init_impl(s: Sem, pshared: c_int, value: libc::c_uint), Kind::Sem, real::SEM_INIT);
 destroy_hook!(sem_destroy(s: Sem), real::SEM_DESTROY);
 
