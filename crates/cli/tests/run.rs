@@ -1325,6 +1325,17 @@ fn a_forked_child_times_its_holds() {
     assert!(held.now.is_none(), "nothing held at exit: {:?}", held.now);
 }
 
+/// A robust mutex taken with EOWNERDEAD: its dead owner's hold ends there
+/// (the lock showed as held at exit, though freed).
+#[test]
+fn a_dead_owners_hold_ends_when_the_robust_mutex_is_taken() {
+    let (output, profile) = profile(&["owner_died"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let robust = lock(&profile, "robust_lock");
+    assert_eq!(robust.counters.acquisitions, 2);
+    assert!(robust.now.is_none(), "nothing held at exit: {:?}", robust.now);
+}
+
 #[test]
 fn go_tool_pprof_reads_the_pprof_output() {
     let go = ["/usr/local/go/bin/go", "/usr/bin/go"].into_iter().find(|p| Path::new(p).is_file());

@@ -2,6 +2,7 @@
  * mode does exactly what its comment says, so the profile can be checked
  * number by number. Build: gcc -g -O0 -pthread subjects.c -o subjects */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -283,6 +284,36 @@ static int fork_holds(void) {
         return 0;
     }
     waitpid(pid, NULL, 0);
+    return 0;
+}
+
+/* owner_died: main takes parent_lock once; a thread takes the robust
+ * robust_lock and exits holding it; main takes it (EOWNERDEAD), makes it
+ * consistent, holds it 30 ms and frees it. 2 acquisitions, nothing held
+ * at exit. */
+pthread_mutex_t robust_lock;
+
+static void *take_and_exit(void *arg) {
+    pthread_mutex_lock(&robust_lock);
+    return arg;
+}
+
+static int owner_died(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&robust_lock, &attr);
+    /* main's counters are its own before the thread's exit frees the
+     * thread's (else main takes those over, and its hold's end clears). */
+    pthread_mutex_lock(&parent_lock);
+    pthread_mutex_unlock(&parent_lock);
+    pthread_t t;
+    pthread_create(&t, NULL, take_and_exit, NULL);
+    pthread_join(t, NULL);
+    if (pthread_mutex_lock(&robust_lock) != EOWNERDEAD) abort();
+    pthread_mutex_consistent(&robust_lock);
+    sleep_ms(30);
+    pthread_mutex_unlock(&robust_lock);
     return 0;
 }
 
@@ -692,6 +723,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "alloc_threads")) return alloc_threads();
     if (!strcmp(mode, "fork_holds")) return fork_holds();
+    if (!strcmp(mode, "owner_died")) return owner_died();
     if (!strcmp(mode, "fork_killed")) return fork_killed();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();

@@ -105,6 +105,9 @@ fn exclusive(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_
     let Some(profiler) = active() else { return block() };
     let tried = attempt();
     if tried == 0 || tried == libc::EOWNERDEAD {
+        if tried == libc::EOWNERDEAD {
+            profiler.owner_died(kind, address, pc);
+        }
         profiler.acquired_exclusive(kind, address, pc, Acquired::NoWait, None);
         return tried;
     }
@@ -119,6 +122,9 @@ fn waited_exclusive(profiler: &super::Profiler, kind: Kind, address: usize, pc: 
     let started = profiler.begin_wait(kind, address, pc);
     let result = block();
     let (now, waited) = profiler.end_wait(started);
+    if result == libc::EOWNERDEAD {
+        profiler.owner_died(kind, address, pc);
+    }
     match result {
         0 | libc::EOWNERDEAD => profiler.acquired_exclusive(kind, address, pc, Acquired::Waited(waited), Some(now)),
         libc::ETIMEDOUT => profiler.refused(kind, address, pc, super::EXCLUSIVE, Some(waited)),
@@ -132,6 +138,9 @@ fn waited_exclusive(profiler: &super::Profiler, kind: Kind, address: usize, pc: 
 fn exclusive_try(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_int) -> c_int {
     let result = attempt();
     if let Some(profiler) = active() {
+        if result == libc::EOWNERDEAD {
+            profiler.owner_died(kind, address, pc);
+        }
         match result {
             0 | libc::EOWNERDEAD => profiler.acquired_exclusive(kind, address, pc, Acquired::NoWait, None),
             libc::EBUSY => profiler.refused(kind, address, pc, super::EXCLUSIVE, None),
@@ -618,6 +627,9 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
         0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), Some(now)),
         libc::ETIMEDOUT => profiler.refused(Kind::Cond, c as usize, pc, SHARED, Some(waited)),
         _ => {}
+    }
+    if result == libc::EOWNERDEAD {
+        profiler.owner_died(Kind::Mutex, m as usize, pc);
     }
     if result == 0 || result == libc::ETIMEDOUT || result == libc::EOWNERDEAD {
         profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, Acquired::CondReacquire, Some(now));

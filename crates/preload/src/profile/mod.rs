@@ -399,6 +399,18 @@ impl Profiler {
         self.acquired_exclusive_in(block, index, record, kind, address, pc, how, now);
     }
 
+    /// A robust mutex came with EOWNERDEAD: its owner died holding it, and
+    /// that hold ends here (it showed as held at exit, untimed). Whatever
+    /// block records it open (its thread's, given back or claimed again),
+    /// no other thread holds the lock now.
+    #[cold]
+    pub fn owner_died(&self, kind: Kind, address: usize, pc: usize) {
+        let Some((index, _)) = self.record(kind, address, pc) else { return };
+        for block in self.tables.blocks() {
+            block.lock(index).holding.store(0, Relaxed);
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn acquired_exclusive_in(
