@@ -303,6 +303,10 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
     let json = lockmeter().arg("report").arg(&file).args(["--format", "json", "--min-wait", "10s"]).output().unwrap();
     let json = Profile::from_json(&String::from_utf8_lossy(&json.stdout), "json").unwrap();
     assert!(json.locks.is_empty(), "JSON honours --min-wait when given");
+    // The table says the threshold it applied ('5' is 5 s).
+    let table = lockmeter().arg("report").arg(&file).args(["--min-wait", "5"]).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("no lock waited 5.00s or more, --min-wait (1 used)"), "{table}");
 }
 
 #[test]
@@ -1086,6 +1090,30 @@ fn one_line_error(output: &Output, code: i32, needle: &str) {
     assert_eq!(output.status.code(), Some(code), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.starts_with("lockmeter: error: ") && stderr.contains(needle), "{stderr}");
+}
+
+/// The library's variables, set by hand: a value out of range stops the
+/// program with a one-line error, as a malformed one does (50 frames were
+/// taken as 32).
+#[test]
+fn the_librarys_variables_out_of_range_are_refused() {
+    let library = Path::new(env!("CARGO_BIN_EXE_lockmeter")).with_file_name("liblockmeter.so");
+    for (variable, value, needle) in [
+        ("LOCKMETER_FRAMES", "50", "LOCKMETER_FRAMES must be a number of frames from 0 to 32"),
+        ("LOCKMETER_FRAMES", "many", "LOCKMETER_FRAMES must be a number of frames from 0 to 32"),
+        ("LOCKMETER_INTERVAL", "abc", "is not a duration"),
+    ] {
+        let output = Command::new(subjects())
+            .arg("hold")
+            .env("LD_PRELOAD", &library)
+            .env("LOCKMETER_OUTPUT", "/dev/null")
+            .env(variable, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(127), "{variable}={value}: {stderr}");
+        assert!(stderr.contains(needle) && stderr.lines().count() == 1, "{variable}={value}: {stderr}");
+    }
 }
 
 #[test]

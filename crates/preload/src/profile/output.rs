@@ -70,10 +70,10 @@ impl Settings {
     /// Profile mode's settings, if `LOCKMETER_OUTPUT` asks for it.
     pub fn from_env() -> Option<Settings> {
         let output = env("LOCKMETER_OUTPUT")?;
-        let frames = env("LOCKMETER_FRAMES").map_or(Ok(0), |f| f.parse::<usize>());
+        let frames = env("LOCKMETER_FRAMES").map_or(Some(0), |f| f.parse::<usize>().ok().filter(|&n| n <= stacks::MAX_FRAMES));
         let interval = env("LOCKMETER_INTERVAL").map(|i| parse_interval(&i).ok_or(i));
         let dump_signal = env("LOCKMETER_DUMP_SIGNAL").map(|s| signal_by_name(&s).ok_or(s));
-        let frames = frames.unwrap_or_else(|_| fatal("LOCKMETER_FRAMES must be a number of frames"));
+        let frames = frames.unwrap_or_else(|| fatal(&format!("LOCKMETER_FRAMES must be a number of frames from 0 to {}", stacks::MAX_FRAMES)));
         let interval = interval.transpose().unwrap_or_else(|bad| fatal(&format!("LOCKMETER_INTERVAL: {bad:?} is not a duration like 5s or 250ms")));
         let dump_signal = dump_signal.transpose().unwrap_or_else(|bad| fatal(&format!("LOCKMETER_DUMP_SIGNAL: {bad:?} is not USR1, USR2 or HUP")));
         let dying_write = env("LOCKMETER_DYING_WRITE")
@@ -88,7 +88,7 @@ impl Settings {
                 fatal(&format!("LOCKMETER_MAX_LOCKS: {bad:?} is not a number of locks from 1 to {}", table::MAX_MAX_LOCKS))
             })
             .unwrap_or(table::DEFAULT_MAX_LOCKS);
-        Some(Settings { output, frames: frames.min(stacks::MAX_FRAMES), interval, dump_signal, dying_write, max_locks })
+        Some(Settings { output, frames, interval, dump_signal, dying_write, max_locks })
     }
 }
 

@@ -70,7 +70,7 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
         let _ = writeln!(
             out,
             "no lock {}",
-            if used == 0 { "was used".to_string() } else { format!("waited --min-wait or more ({used} used)") }
+            if used == 0 { "was used".to_string() } else { format!("waited {} or more, --min-wait ({used} used)", span(options.min_wait_ns)) }
         );
     } else {
         out.push_str(&header());
@@ -79,7 +79,7 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
             render_lock(&mut out, lock, profile.duration_ns, options);
         }
         if locks.len() < used {
-            let _ = writeln!(out, "({} more locks waited less than --min-wait)", used - locks.len());
+            let _ = writeln!(out, "({} more locks waited less than {}, --min-wait)", used - locks.len(), span(options.min_wait_ns));
         }
         render_histograms(&mut out, &locks, options.histograms);
     }
