@@ -65,7 +65,9 @@ int lm_cond_wait(lm_cond_t *c, lm_mutex_t *m);
 int lm_cond_timedwait(lm_cond_t *c, lm_mutex_t *m, const struct timespec *abstime);
 int lm_cond_signal(lm_cond_t *c);
 int lm_cond_broadcast(lm_cond_t *c);
-/* EBUSY if some thread waits. */
+/* Waits for threads a signal or broadcast woke to leave (destroying right
+ * after a broadcast is allowed); EBUSY if a thread still waits after a
+ * second (one blocked, not woken). */
 int lm_cond_destroy(lm_cond_t *c);
 
 /* The number of algorithms, and the name of algorithm i (NULL past the end). */

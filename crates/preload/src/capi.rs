@@ -240,11 +240,18 @@ pub unsafe extern "C" fn lm_cond_broadcast(c: *mut LmCond) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn lm_cond_destroy(c: *mut LmCond) -> c_int {
     // SAFETY: caller's contract.
-    if unsafe { cond(c) }.has_waiters() {
-        libc::EBUSY
-    } else {
-        0
+    let condvar = unsafe { cond(c) };
+    // Threads a signal or broadcast woke may not have left yet (POSIX
+    // allows destroying right after a broadcast): they leave within their
+    // next time slice. One still there after a second is blocked.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while condvar.has_waiters() {
+        if std::time::Instant::now() > give_up {
+            return libc::EBUSY;
+        }
+        std::thread::yield_now();
     }
+    0
 }
 
 #[no_mangle]

@@ -5,6 +5,7 @@
 #include "lockmeter.h"
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -134,6 +135,34 @@ static int far_deadline_waits_for_signal(void) {
     return result == 0 && flag;
 }
 
+/* A condvar destroyed right after a broadcast, its woken waiter maybe
+ * not yet gone (POSIX allows it): 0 every time, 200 times (it read EBUSY
+ * when the waiter had not left yet). */
+static lm_cond_t doomed;
+static void *wait_for_flag(void *arg) {
+    lm_mutex_lock(&mutex);
+    while (!flag) lm_cond_wait(&doomed, &mutex);
+    lm_mutex_unlock(&mutex);
+    return arg;
+}
+static int destroy_right_after_broadcast(void) {
+    int destroyed = 0;
+    for (int i = 0; i < 200; i++) {
+        pthread_t t;
+        lm_cond_init(&doomed);
+        flag = 0;
+        pthread_create(&t, NULL, wait_for_flag, NULL);
+        usleep(200);
+        lm_mutex_lock(&mutex);
+        flag = 1;
+        lm_cond_broadcast(&doomed);
+        destroyed += lm_cond_destroy(&doomed) == 0;
+        lm_mutex_unlock(&mutex);
+        pthread_join(t, NULL);
+    }
+    return destroyed == 200;
+}
+
 static void test_algorithm(const char *name) {
     check(lm_mutex_init(&mutex, name) == 0, name, "init");
     check(strcmp(lm_mutex_algorithm(&mutex), name) == 0, name, "algorithm name round-trips");
@@ -188,6 +217,7 @@ static void test_algorithm(const char *name) {
     lm_mutex_unlock(&mutex);
     check(far_deadline_waits_for_signal(), name, "cond timedwait with a far-future deadline waits for the signal");
     check(lm_cond_destroy(&cond) == 0, name, "cond destroy");
+    check(destroy_right_after_broadcast(), name, "cond destroy right after a broadcast");
     check(lm_mutex_destroy(&mutex) == 0, name, "destroy a free mutex");
 }
 
