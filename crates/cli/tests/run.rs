@@ -1353,6 +1353,19 @@ fn a_forked_child_times_its_holds() {
     assert!(held.now.is_none(), "nothing held at exit: {:?}", held.now);
 }
 
+/// Readers that keep a writer waiting are charged its wait, once: the last
+/// reader out, whose unlock lets the writer in (read holds were charged
+/// nothing, and charging each overlapping reader counted the wait thrice).
+#[test]
+fn read_holds_that_keep_a_writer_waiting_carry_its_delay_once() {
+    let (_, profile) = profile(&["readers"]);
+    let rwlock = lock(&profile, "readers_lock");
+    let writer_wait = rwlock.write.as_ref().unwrap().wait_ns.total;
+    within(writer_wait, 60, 200, "the writer's wait");
+    let read_delay: u64 = rwlock.sites.iter().filter(|s| s.role == Role::Holder).map(|s| s.counters.delay_ns).sum();
+    between(read_delay, writer_wait * 8 / 10, writer_wait * 13 / 10, "the readers' delay, against the writer's wait");
+}
+
 /// A robust mutex taken with EOWNERDEAD: its dead owner's hold ends there
 /// (the lock showed as held at exit, though freed).
 #[test]

@@ -287,6 +287,31 @@ static int fork_holds(void) {
     return 0;
 }
 
+/* readers: 3 threads hold readers_lock for reading 100 ms at once; a
+ * writer comes 20 ms in and waits for them (about 80 ms). */
+pthread_rwlock_t readers_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_barrier_t readers_in;
+
+static void *long_reader(void *arg) {
+    pthread_rwlock_rdlock(&readers_lock);
+    pthread_barrier_wait(&readers_in);
+    sleep_ms(100);
+    pthread_rwlock_unlock(&readers_lock);
+    return arg;
+}
+
+static int readers(void) {
+    pthread_t t[3];
+    pthread_barrier_init(&readers_in, NULL, 4);
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, long_reader, NULL);
+    pthread_barrier_wait(&readers_in);
+    sleep_ms(20);
+    pthread_rwlock_wrlock(&readers_lock);
+    pthread_rwlock_unlock(&readers_lock);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+
 /* owner_died: main takes parent_lock once; a thread takes the robust
  * robust_lock and exits holding it; main takes it (EOWNERDEAD), makes it
  * consistent, holds it 30 ms and frees it. 2 acquisitions, nothing held
@@ -724,6 +749,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "alloc_threads")) return alloc_threads();
     if (!strcmp(mode, "fork_holds")) return fork_holds();
     if (!strcmp(mode, "owner_died")) return owner_died();
+    if (!strcmp(mode, "readers")) return readers();
     if (!strcmp(mode, "fork_killed")) return fork_killed();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();

@@ -523,7 +523,7 @@ impl Profiler {
         }
         let long = &mine.long_holds;
         long.store(u32::from(hold >= LONG_HOLD_CYCLES), Relaxed);
-        if !r.shared && (r.at_end != r.at_start || r.at_end.count() != 0) {
+        if r.at_end != r.at_start || r.at_end.count() != 0 {
             let delay = table::WaiterClock::delay(r.at_start, r.started, r.at_end, r.ended);
             for counters in std::iter::once(side).chain(site) {
                 counters.delay_total.add(delay, false);
@@ -539,7 +539,7 @@ impl Profiler {
     /// `HOLD_SAMPLE` until this thread has waited for the lock); a thread's
     /// nested read holds of one lock count as one hold.
     pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
-        let Some((index, _)) = self.record(kind, address, pc) else { return };
+        let Some((index, record)) = self.record(kind, address, pc) else { return };
         let Some(block) = self.block_for_acquisition() else { return };
         let mine = block.lock(index);
         let side = &mine.sides[SHARED];
@@ -565,6 +565,9 @@ impl Profiler {
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
+            if always || sampled {
+                mine.read_waiters_at.store(record.clock.now(), Relaxed);
+            }
         }
     }
 
@@ -586,9 +589,22 @@ impl Profiler {
         if open > 1 || started == 0 {
             return None;
         }
-        let none = table::Waiters::default();
         let sampled = mine.read_sampled.load(Relaxed) != 0;
-        Some(Release { block, index, started, ended: cycles(), at_start: none, at_end: none, shared: true, sampled })
+        // The delay a read hold caused (the writers it kept waiting) is
+        // charged to the last reader out, the one whose unlock lets a
+        // writer in, over its own hold: overlapping read holds each
+        // charged the waits they overlapped would count a writer's wait
+        // once per reader. glibc's rwlock counts its readers in `__readers`
+        // (its first word) above PTHREAD_RWLOCK_READER_SHIFT, 3.
+        // SAFETY: the program's pthread_rwlock_t, which this thread holds
+        // for reading; a plain read of its first word.
+        let readers = unsafe { std::ptr::read_volatile(address as *const u32) } >> 3;
+        let (at_start, at_end) = if readers == 1 {
+            (mine.read_waiters_at.load(Relaxed), record.clock.now())
+        } else {
+            (table::Waiters::default(), table::Waiters::default())
+        };
+        Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: true, sampled })
     }
 
     /// A trylock refused (or a timed acquisition gave up after `waited`).

@@ -281,6 +281,8 @@ pub struct ThreadLock {
     pub read_at: AtomicU64,
     /// As `hold_sampled`, for the outermost read hold.
     pub read_sampled: AtomicU32,
+    /// As `waiters_at_acquire`, for the outermost read hold.
+    pub read_waiters_at: AtomicWaiters,
 }
 
 /// One thread's counters of one call site.
