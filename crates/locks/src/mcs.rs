@@ -218,8 +218,6 @@ impl<R: Recorder> RawMcs<R> {
 mod node_pool {
     use super::*;
     use std::cell::Cell;
-    #[cfg(not(loom))]
-    use std::sync::atomic::AtomicBool;
 
     /// Free nodes a thread keeps; more go to the shared list.
     const CACHED_MAX: u32 = 8;
@@ -241,15 +239,43 @@ mod node_pool {
 
     /// Hands the calling thread's free nodes to the shared list.
     fn hand_over() {
-        let mut node = FREE.try_with(|free| free.replace(ptr::null_mut())).unwrap_or(ptr::null_mut());
+        let first = FREE.try_with(|free| free.replace(ptr::null_mut())).unwrap_or(ptr::null_mut());
         let _ = CACHED.try_with(|cached| cached.set(0));
-        while !node.is_null() {
-            // SAFETY: nodes on the free list are owned by the list.
-            let next = unsafe { (*node).next_free };
-            shared::give(node);
-            node = next;
+        if !first.is_null() {
+            shared::give_chain(first);
         }
     }
+
+    /// The pthread key whose destructor hands a thread's nodes over
+    /// (`u32::MAX`: none). Made as the library loads (an initialiser in
+    /// `.init_array`), so among the first keys, whose values a thread keeps
+    /// in itself: made at a thread's first lock, after a program's own 32
+    /// keys, setting it would allocate, and it went unset (8 nodes lost
+    /// per exiting thread).
+    #[cfg(not(loom))]
+    static EXIT_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+    #[cfg(not(loom))]
+    extern "C" fn at_thread_exit(_: *mut libc::c_void) {
+        hand_over();
+        // Nodes given back after this (later keys' destructors taking
+        // locks) arm it again.
+        ARMED.with(|armed| armed.set(false));
+    }
+
+    #[cfg(not(loom))]
+    extern "C" fn make_exit_key() {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: a valid out-pointer and a plain extern "C" destructor.
+        if unsafe { libc::pthread_key_create(&mut key, Some(at_thread_exit)) } == 0 {
+            EXIT_KEY.store(key, Ordering::Release);
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[used]
+    #[unsafe(link_section = ".init_array")]
+    static MAKE_EXIT_KEY: extern "C" fn() = make_exit_key;
 
     /// Arranges the thread's hand-over at exit, once.
     #[cfg(not(loom))]
@@ -257,32 +283,9 @@ mod node_pool {
         if ARMED.with(|armed| armed.replace(true)) {
             return;
         }
-        extern "C" fn at_thread_exit(_: *mut libc::c_void) {
-            hand_over();
-            // Nodes given back after this (later keys' destructors taking
-            // locks) arm it again.
-            ARMED.with(|armed| armed.set(false));
-        }
-        const UNMADE: u32 = u32::MAX;
-        static KEY: AtomicU32 = AtomicU32::new(UNMADE);
-        let mut key = KEY.load(Ordering::Acquire);
-        if key == UNMADE {
-            let mut made: libc::pthread_key_t = 0;
-            // SAFETY: a valid out-pointer and a plain extern "C" destructor;
-            // making a key allocates nothing.
-            if unsafe { libc::pthread_key_create(&mut made, Some(at_thread_exit)) } != 0 {
-                return;
-            }
-            key = match KEY.compare_exchange(UNMADE, made, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => made,
-                Err(theirs) => {
-                    // SAFETY: our own key, never set.
-                    unsafe { libc::pthread_key_delete(made) };
-                    theirs
-                }
-            };
-        }
-        // glibc keeps the first 32 keys' values in the thread itself.
+        let key = EXIT_KEY.load(Ordering::Acquire);
+        // glibc keeps the first 32 keys' values in the thread itself;
+        // setting a later one can allocate.
         if key < 32 {
             // SAFETY: a key of ours; any non-null value runs the destructor.
             unsafe { libc::pthread_setspecific(key, ptr::NonNull::<u8>::dangling().as_ptr().cast()) };
@@ -357,48 +360,80 @@ mod node_pool {
         use super::*;
 
         static LIST: AtomicPtr<Node> = AtomicPtr::new(ptr::null_mut());
-        /// Held while the list is changed. Never waited for by `take` (a
-        /// busy list, or one a thread gone at a `fork` left held, is
-        /// passed over for a fresh page), and for a bounded time by `give`.
-        static BUSY: AtomicBool = AtomicBool::new(false);
+        /// 0 while the list is free; held, the fork generation of its
+        /// holder plus one. A child of `fork` finds one held by a thread
+        /// that did not come through the fork under an older generation,
+        /// and takes it over (else every node was lost there).
+        static BUSY: AtomicU32 = AtomicU32::new(0);
 
-        fn try_hold() -> bool {
-            !BUSY.swap(true, Ordering::Acquire)
+        /// Holds the list: it is held for a few instructions at a time, so
+        /// the wait is a short spin, then yields (a holder preempted).
+        fn hold() {
+            let mine = crate::sync::fork_generation().wrapping_add(1).max(1);
+            let mut tries = 0u32;
+            loop {
+                match BUSY.compare_exchange_weak(0, mine, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return,
+                    Err(held) if held != 0 && held != mine => {
+                        // Held by a thread of a parent, before a fork.
+                        if BUSY.compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                            return;
+                        }
+                    }
+                    Err(_) => {}
+                }
+                tries += 1;
+                if tries < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
         }
 
-        /// A node from the list, or the first of a fresh page.
+        fn release() {
+            BUSY.store(0, Ordering::Release);
+        }
+
+        /// A node from the list, or the first of a fresh page when the list
+        /// is empty.
         pub(super) fn take() -> *mut Node {
-            if try_hold() {
-                let node = LIST.load(Ordering::Relaxed);
-                if !node.is_null() {
-                    // SAFETY: listed nodes are free and owned by the list.
-                    LIST.store(unsafe { (*node).next_free }, Ordering::Relaxed);
-                }
-                BUSY.store(false, Ordering::Release);
-                if !node.is_null() {
-                    return node;
-                }
+            hold();
+            let node = LIST.load(Ordering::Relaxed);
+            if !node.is_null() {
+                // SAFETY: listed nodes are free and owned by the list.
+                LIST.store(unsafe { (*node).next_free }, Ordering::Relaxed);
             }
-            fresh_page()
+            release();
+            if node.is_null() {
+                fresh_page()
+            } else {
+                node
+            }
         }
 
-        /// Lists a free node; one that finds the list busy for long (its
-        /// holder gone with a `fork`) is left unlisted: a node lost, not a
-        /// thread stuck at its exit.
+        /// Lists the free nodes chained from `first` by `next_free`.
+        pub(super) fn give_chain(first: *mut Node) {
+            let mut last = first;
+            // SAFETY: the chain's nodes are free and the caller's.
+            while !unsafe { (*last).next_free }.is_null() {
+                last = unsafe { (*last).next_free };
+            }
+            hold();
+            // SAFETY: as above; the list is held.
+            unsafe { (*last).next_free = LIST.load(Ordering::Relaxed) };
+            LIST.store(first, Ordering::Relaxed);
+            release();
+        }
+
+        /// Lists a free node.
         pub(super) fn give(node: *mut Node) {
-            for _ in 0..1000 {
-                if try_hold() {
-                    // SAFETY: the node is free and now the list's.
-                    unsafe { (*node).next_free = LIST.load(Ordering::Relaxed) };
-                    LIST.store(node, Ordering::Relaxed);
-                    BUSY.store(false, Ordering::Release);
-                    return;
-                }
-                std::thread::yield_now();
-            }
+            // SAFETY: the node is free and the caller's.
+            unsafe { (*node).next_free = ptr::null_mut() };
+            give_chain(node);
         }
 
-        /// Maps a page of nodes: returns one, lists the rest.
+        /// Maps a page of nodes: returns one, lists the rest in one hold.
         fn fresh_page() -> *mut Node {
             const PAGE: usize = 4096;
             // SAFETY: an anonymous private mapping, never unmapped.
@@ -408,13 +443,15 @@ mod node_pool {
             assert!(page != libc::MAP_FAILED, "mcs: cannot map memory for queue nodes");
             let nodes = page.cast::<Node>();
             let count = PAGE / std::mem::size_of::<Node>();
-            for i in 1..count {
-                // Node i is inside the page, aligned (the page is, and nodes
-                // are a multiple of their alignment), and zeroed: all-zero
-                // bytes are a free node (null pointers, state 0).
-                // SAFETY: inside the mapping (i < count).
-                give(unsafe { nodes.add(i) });
+            // Node i is inside the page, aligned (the page is, and nodes
+            // are a multiple of their alignment), and zeroed: all-zero
+            // bytes are a free node (null pointers, state 0) ending a chain.
+            for i in 1..count - 1 {
+                // SAFETY: nodes i and i + 1 are inside the mapping.
+                unsafe { (*nodes.add(i)).next_free = nodes.add(i + 1) };
             }
+            // SAFETY: node 1 is inside the mapping.
+            give_chain(unsafe { nodes.add(1) });
             nodes
         }
     }
@@ -432,6 +469,15 @@ mod node_pool {
         pub(super) fn give(node: *mut Node) {
             // SAFETY: under loom nodes are boxes, and this one is free.
             drop(unsafe { Box::from_raw(node) });
+        }
+
+        pub(super) fn give_chain(mut node: *mut Node) {
+            while !node.is_null() {
+                // SAFETY: a free node of the chain, read before it goes.
+                let next = unsafe { (*node).next_free };
+                give(node);
+                node = next;
+            }
         }
     }
 }
