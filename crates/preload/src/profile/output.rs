@@ -181,13 +181,11 @@ extern "C" fn in_child_after_fork() {
     OWNER_PID.store(pid(), Relaxed);
     super::restart_in_child();
     stacks::clear();
-    // The parent's dump thread did not come through the fork: a child that
-    // does not exec (a pre-forked worker) gets its own, or it wrote no
-    // snapshot and answered no dump request, and one killed left nothing.
-    // (The child already allocates here, for its fresh profiler.)
-    if SETTINGS.get().is_some_and(|s| s.interval.is_some() || s.dump_signal.is_some()) {
-        start_periodic_dumps();
-    }
+    // The parent's dump thread did not come through the fork, and none is
+    // started here: a child must come out of fork with one thread (a child
+    // that then enters a new user namespace, as sandboxes do, failed with
+    // EINVAL when it had two). A child that does not exec writes its final
+    // profile only.
 }
 
 extern "C" fn on_fatal_signal(signal: libc::c_int) {
@@ -466,14 +464,8 @@ pub fn arm(settings: Settings) {
         install(signal, on_fatal_signal, Handling::Ending);
     }
     if periodic {
-        start_periodic_dumps();
+        let _ = std::thread::Builder::new().name("lockmeter-dump".into()).spawn(periodic_dumps);
     }
-}
-
-/// Starts the thread that writes the interval snapshots and the
-/// requested dumps.
-fn start_periodic_dumps() {
-    let _ = std::thread::Builder::new().name("lockmeter-dump".into()).spawn(periodic_dumps);
 }
 
 fn periodic_dumps() {
