@@ -239,7 +239,7 @@ static void timed_waits(void) {
 
 /* A clocked wait on a clock futexes cannot wait on is refused (EINVAL)
  * before the lock is tried: a free lock stays free, a semaphore keeps its
- * count, a condvar wait keeps the mutex. */
+ * count, a condvar wait keeps the mutex. Then invalid deadlines. */
 static void unwaitable_clock(void) {
     const clockid_t cpu = CLOCK_PROCESS_CPUTIME_ID;
     struct timespec at = in_ms(CLOCK_REALTIME, 1000);
@@ -260,6 +260,20 @@ static void unwaitable_clock(void) {
     EQ(sem_clockwait(&sem, cpu, &at), -1);
     EQ(errno, EINVAL);
     int value = -1;
+    sem_getvalue(&sem, &value);
+    EQ(value, 1);
+    /* A deadline that is no time at all, likewise for rwlocks and
+     * semaphores (a mutex is tried first: glibc takes a free one). */
+    struct timespec bad = { 0, 2000000000 };
+    EQ(pthread_rwlock_timedrdlock(&l, &bad), EINVAL);
+    EQ(pthread_rwlock_timedwrlock(&l, &bad), EINVAL);
+    EQ(pthread_rwlock_clockrdlock(&l, CLOCK_MONOTONIC, &bad), EINVAL);
+    EQ(pthread_rwlock_trywrlock(&l), 0);
+    pthread_rwlock_unlock(&l);
+    errno = 0;
+    EQ(sem_timedwait(&sem, &bad), -1);
+    EQ(errno, EINVAL);
+    EQ(sem_clockwait(&sem, CLOCK_MONOTONIC, &bad), -1);
     sem_getvalue(&sem, &value);
     EQ(value, 1);
     sem_destroy(&sem);

@@ -440,6 +440,29 @@ unsafe extern "C" fn mutex_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
     }
 }
 
+/// A hook that refuses what glibc refuses before it tries the lock
+/// (`$refusal` unless `$accepts`), else is `$inner`.
+macro_rules! refusing_hook {
+    ($name:ident($($arg:ident: $ty:ty),*) = $inner:ident, $accepts:expr, $refusal:expr) => {
+        unsafe extern "C" fn $name($($arg: $ty,)* pc: usize) -> c_int {
+            if !$accepts {
+                return $refusal;
+            }
+            // SAFETY: the program's own arguments.
+            unsafe { $inner($($arg,)* pc) }
+        }
+    };
+}
+
+/// Whether a timed wait's deadline is a valid timespec. glibc's rwlock
+/// and semaphore waits refuse another (EINVAL) before they try the lock,
+/// as they do an unwaitable clock; its mutexes try first. (A null one is
+/// passed on, for glibc to do with it as it does.)
+fn valid_deadline(at: Time) -> bool {
+    // SAFETY: the program's timespec, when not null.
+    at.is_null() || (0..1_000_000_000).contains(&unsafe { (*at).tv_nsec })
+}
+
 /// Whether a clocked wait may use `clock`. glibc refuses any other
 /// (EINVAL) before it tries the lock; a hook that tried first took a free
 /// lock and returned 0 (a semaphore lost a count).
@@ -529,7 +552,8 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
 // Reader-writer locks.
 
 shared_hook!(rwlock_rdlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_RDLOCK, pthread_outcome);
-shared_hook!(rwlock_timedrdlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_TIMEDRDLOCK, pthread_outcome);
+shared_hook!(rwlock_timedrdlock_on(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_TIMEDRDLOCK, pthread_outcome);
+refusing_hook!(rwlock_timedrdlock(l: Rwlock, at: Time) = rwlock_timedrdlock_on, valid_deadline(at), libc::EINVAL);
 shared_hook!(
     rwlock_clockrdlock_on(l: Rwlock, clock: clockid_t, at: Time),
     Kind::Rwlock,
@@ -538,24 +562,13 @@ shared_hook!(
     pthread_outcome
 );
 
-unsafe extern "C" fn rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    if !waitable_clock(clock) {
-        return libc::EINVAL;
-    }
-    // SAFETY: the program's own arguments.
-    unsafe { rwlock_clockrdlock_on(l, clock, at, pc) }
-}
+refusing_hook!(rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockrdlock_on, waitable_clock(clock) && valid_deadline(at), libc::EINVAL);
 exclusive_hook!(rwlock_wrlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_WRLOCK);
-exclusive_hook!(rwlock_timedwrlock(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_TIMEDWRLOCK);
+exclusive_hook!(rwlock_timedwrlock_on(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_TIMEDWRLOCK);
+refusing_hook!(rwlock_timedwrlock(l: Rwlock, at: Time) = rwlock_timedwrlock_on, valid_deadline(at), libc::EINVAL);
 exclusive_hook!(rwlock_clockwrlock_on(l: Rwlock, clock: clockid_t, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_CLOCKWRLOCK);
 
-unsafe extern "C" fn rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    if !waitable_clock(clock) {
-        return libc::EINVAL;
-    }
-    // SAFETY: the program's own arguments.
-    unsafe { rwlock_clockwrlock_on(l, clock, at, pc) }
-}
+refusing_hook!(rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockwrlock_on, waitable_clock(clock) && valid_deadline(at), libc::EINVAL);
 init_hook!(rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t), Kind::Rwlock, real::RWLOCK_INIT);
 destroy_hook!(pthread_rwlock_destroy(l: Rwlock), real::RWLOCK_DESTROY);
 
@@ -780,17 +793,17 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: Cond) -> c_int {
 // Semaphores.
 
 shared_hook!(sem_wait_impl(s: Sem), Kind::Sem, real::SEM_TRYWAIT, real::SEM_WAIT, sem_outcome);
-shared_hook!(sem_timedwait_impl(s: Sem, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_TIMEDWAIT, sem_outcome);
+shared_hook!(sem_timedwait_on(s: Sem, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_TIMEDWAIT, sem_outcome);
+refusing_hook!(sem_timedwait_impl(s: Sem, at: Time) = sem_timedwait_on, valid_deadline(at), {
+    set_errno(libc::EINVAL);
+    -1
+});
 shared_hook!(sem_clockwait_on(s: Sem, clock: clockid_t, at: Time), Kind::Sem, real::SEM_TRYWAIT, real::SEM_CLOCKWAIT, sem_outcome);
 
-unsafe extern "C" fn sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    if !waitable_clock(clock) {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: the program's own arguments.
-    unsafe { sem_clockwait_on(s, clock, at, pc) }
-}
+refusing_hook!(sem_clockwait_impl(s: Sem, clock: clockid_t, at: Time) = sem_clockwait_on, waitable_clock(clock) && valid_deadline(at), {
+    set_errno(libc::EINVAL);
+    -1
+});
 init_hook!(sem_init_impl(s: Sem, pshared: c_int, value: libc::c_uint), Kind::Sem, real::SEM_INIT);
 destroy_hook!(sem_destroy(s: Sem), real::SEM_DESTROY);
 
