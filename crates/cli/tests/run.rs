@@ -1333,6 +1333,68 @@ fn a_forked_child_has_one_thread() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).split_whitespace().collect::<Vec<_>>(), ["Threads:", "1"]);
 }
 
+/// A child of a thread that had taken locks times its holds (it timed
+/// none, and showed its last lock as still held: every operation claimed
+/// a fresh counter block, the parent's block's keeper forgetting the new
+/// one as it was replaced).
+#[test]
+fn a_forked_child_times_its_holds() {
+    let dir = scratch("fork_holds");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("fork_holds").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let child: u32 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap();
+    let profile = Profile::load(&dir.join(format!("p.{child}.json"))).unwrap();
+    let held = lock(&profile, "child_lock");
+    assert_eq!(held.counters.acquisitions, 10);
+    within(held.counters.hold_ns.total, 95, 400, "the child's holds");
+    assert!(held.now.is_none(), "nothing held at exit: {:?}", held.now);
+}
+
+/// Readers that keep a writer waiting are charged its wait, once: the last
+/// reader out, whose unlock lets the writer in (read holds were charged
+/// nothing, and charging each overlapping reader counted the wait thrice).
+#[test]
+fn read_holds_that_keep_a_writer_waiting_carry_its_delay_once() {
+    let (_, profile) = profile(&["readers"]);
+    let rwlock = lock(&profile, "readers_lock");
+    let writer_wait = rwlock.write.as_ref().unwrap().wait_ns.total;
+    within(writer_wait, 60, 200, "the writer's wait");
+    let read_delay: u64 = rwlock.sites.iter().filter(|s| s.role == Role::Holder).map(|s| s.counters.delay_ns).sum();
+    between(read_delay, writer_wait * 8 / 10, writer_wait * 13 / 10, "the readers' delay, against the writer's wait");
+}
+
+/// A wait a cancellation ends is over: it was counted as waiting for ever
+/// (a condvar's and a semaphore's 'now: 1 thread waiting' at exit).
+/// Profiled, and served.
+#[test]
+fn cancelled_waits_end() {
+    for served in [None, Some("adaptive")] {
+        let dir = scratch("cancelled_waits");
+        let mut command = lockmeter();
+        command.arg("run");
+        if let Some(algorithm) = served {
+            command.args(["--lock", algorithm]);
+        }
+        let output = command.args(["--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("cancelled_waits").output().unwrap();
+        assert!(output.status.success(), "{served:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let profile = Profile::load(&dir.join("p.json")).unwrap();
+        for name in ["idle_cond", "idle_sem"] {
+            assert!(lock(&profile, name).now.is_none(), "{served:?} {name}: {:?}", lock(&profile, name).now);
+        }
+    }
+}
+
+/// A robust mutex taken with EOWNERDEAD: its dead owner's hold ends there
+/// (the lock showed as held at exit, though freed).
+#[test]
+fn a_dead_owners_hold_ends_when_the_robust_mutex_is_taken() {
+    let (output, profile) = profile(&["owner_died"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let robust = lock(&profile, "robust_lock");
+    assert_eq!(robust.counters.acquisitions, 2);
+    assert!(robust.now.is_none(), "nothing held at exit: {:?}", robust.now);
+}
+
 #[test]
 fn go_tool_pprof_reads_the_pprof_output() {
     let go = ["/usr/local/go/bin/go", "/usr/bin/go"].into_iter().find(|p| Path::new(p).is_file());

@@ -8,6 +8,7 @@
 //!   process ends. Without it every wrapper forwards to glibc directly, so
 //!   a program that links the library for the C ABI is unaffected.
 
+mod cancel;
 mod capi;
 #[cfg(target_arch = "x86_64")]
 mod environment;

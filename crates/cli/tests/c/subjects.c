@@ -285,6 +285,41 @@ static int fork_holds(void) {
     return 0;
 }
 
+/* cancelled_waits: one thread waits on idle_cond, another in sem_wait on
+ * idle_sem, both for ever; main cancels both after 50 ms. */
+pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
+sem_t idle_sem;
+
+static void unlock_idle(void *arg) {
+    (void)arg;
+    pthread_mutex_unlock(&idle_lock);
+}
+
+static void *wait_on_cond(void *arg) {
+    pthread_mutex_lock(&idle_lock);
+    pthread_cleanup_push(unlock_idle, NULL);
+    for (;;) pthread_cond_wait(&idle_cond, &idle_lock);
+    pthread_cleanup_pop(0);
+    return arg;
+}
+
+static void *wait_on_sem(void *arg) {
+    for (;;) sem_wait(&idle_sem);
+    return arg;
+}
+
+static int cancelled_waits(void) {
+    pthread_t t[2];
+    sem_init(&idle_sem, 0, 0);
+    pthread_create(&t[0], NULL, wait_on_cond, NULL);
+    pthread_create(&t[1], NULL, wait_on_sem, NULL);
+    sleep_ms(50);
+    for (int i = 0; i < 2; i++) pthread_cancel(t[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+
 /* readers: 3 threads hold readers_lock for reading 100 ms at once; a
  * writer comes 20 ms in and waits for them (about 80 ms). */
 pthread_rwlock_t readers_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -748,6 +783,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_holds")) return fork_holds();
     if (!strcmp(mode, "owner_died")) return owner_died();
     if (!strcmp(mode, "readers")) return readers();
+    if (!strcmp(mode, "cancelled_waits")) return cancelled_waits();
     if (!strcmp(mode, "fork_threads")) return fork_threads();
     if (!strcmp(mode, "orphan")) return orphan(0);
     if (!strcmp(mode, "orphan_thread")) return orphan_main_exits();

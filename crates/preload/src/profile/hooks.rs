@@ -14,6 +14,7 @@
 
 use super::real::{self, call_real};
 use super::{active, output, Acquired, Kind, SHARED};
+use crate::cancel;
 use crate::replace::{self, cond as served_cond, mutex as served};
 use lockmeter_locks::{AcquireKind, Algorithm, NoStats};
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t, timespec};
@@ -98,6 +99,26 @@ with_call_site!(sem_timedwait, "rdx" => sem_timedwait_impl);
 with_call_site!(sem_clockwait, "rcx" => sem_clockwait_impl);
 with_call_site!(sem_init, "rcx" => sem_init_impl);
 
+/// A wait the profiler has begun (`started`) that can be a cancellation
+/// point (a condvar's, a semaphore's): one a cancellation unwinds out of
+/// ends there (it showed as a thread waiting for ever).
+#[inline(always)]
+fn cancellable(profiler: &'static super::Profiler, started: super::Started<'static>, wait: impl FnOnce() -> c_int) -> c_int {
+    struct Begun {
+        profiler: &'static super::Profiler,
+        started: super::Started<'static>,
+    }
+    unsafe extern "C" fn end_cancelled_wait(argument: *mut libc::c_void) {
+        // SAFETY: the `Begun` of the wait being unwound, alive in its frame.
+        let begun = unsafe { &*argument.cast::<Begun>() };
+        begun.profiler.end_wait(begun.started);
+    }
+    let mut begun = Begun { profiler, started };
+    // SAFETY: `begun` lives in this frame until the wait returns; the
+    // frames of the wait hold nothing that drops.
+    unsafe { cancel::on_cancel(end_cancelled_wait, std::ptr::from_mut(&mut begun).cast(), wait) }
+}
+
 /// A blocking exclusive acquisition: try, then wait with the clock running.
 /// `attempt` is the real trylock, `block` the real blocking call.
 #[inline(always)]
@@ -172,7 +193,7 @@ fn shared(
         Outcome::TimedOut | Outcome::Failed => return tried,
     }
     let started = profiler.begin_wait(kind, address, pc);
-    let result = block();
+    let result = cancellable(profiler, started, block);
     let errno = errno();
     let (now, waited) = profiler.end_wait(started);
     match outcome(result) {
@@ -634,7 +655,7 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
     profiler.released(release);
     let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
-    let result = wait();
+    let result = cancellable(profiler, started, wait);
     let (now, waited) = profiler.end_wait(started);
     match result {
         0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), Some(now)),

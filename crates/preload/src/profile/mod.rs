@@ -197,6 +197,10 @@ fn monotonic_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
+/// A wait begun: when (cycles), and the lock's record, whose waiter clock
+/// it counts on.
+pub type Started<'a> = (u64, Option<&'a LockRecord>);
+
 /// A hold that has ended, to be counted once the lock is released.
 pub struct Release<'a> {
     block: &'a ThreadBlock,
@@ -628,7 +632,7 @@ impl Profiler {
     /// A thread starts waiting for `address`: returns the wait's start and
     /// the record whose waiter clock it joined.
     #[inline]
-    pub fn begin_wait(&self, kind: Kind, address: usize, pc: usize) -> (u64, Option<&LockRecord>) {
+    pub fn begin_wait(&self, kind: Kind, address: usize, pc: usize) -> Started<'_> {
         let found = self.tables.lock_for_wait(address, kind as u32, pc);
         let now = cycles();
         if let Some((index, record)) = found {
@@ -642,7 +646,7 @@ impl Profiler {
 
     /// The wait that [`Profiler::begin_wait`] started is over: cycles waited.
     #[inline]
-    pub fn end_wait(&self, started: (u64, Option<&LockRecord>)) -> (u64, u64) {
+    pub fn end_wait(&self, started: Started<'_>) -> (u64, u64) {
         let now = cycles();
         if let Some(record) = started.1 {
             record.clock.leave(started.0);

@@ -4,6 +4,7 @@
 //! thread cancelled while blocked in the wait re-acquires the mutex before
 //! its cleanup handlers run.
 
+use crate::cancel;
 use lockmeter_locks::{futex, Condvar};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Instant;
@@ -76,20 +77,8 @@ pub unsafe fn wants_glibc(attr: *const libc::pthread_condattr_t) -> bool {
     pshared != libc::PTHREAD_PROCESS_PRIVATE
 }
 
-/// glibc's cleanup buffer (`struct _pthread_cleanup_buffer`): a handler
-/// that glibc's cancellation runs as it unwinds past the frame holding it.
-#[repr(C)]
-struct CleanupBuffer {
-    routine: Option<unsafe extern "C" fn(*mut libc::c_void)>,
-    argument: *mut libc::c_void,
-    cancel_type: libc::c_int,
-    previous: *mut CleanupBuffer,
-}
-
 extern "C" {
     fn pthread_setcanceltype(kind: libc::c_int, previous: *mut libc::c_int) -> libc::c_int;
-    fn _pthread_cleanup_push(buffer: *mut CleanupBuffer, routine: unsafe extern "C" fn(*mut libc::c_void), argument: *mut libc::c_void);
-    fn _pthread_cleanup_pop(buffer: *mut CleanupBuffer, execute: libc::c_int);
 }
 
 /// glibc's value of PTHREAD_CANCEL_ASYNCHRONOUS.
@@ -147,21 +136,23 @@ pub unsafe fn wait(
         return released;
     }
     let mut abandoned = Abandoned { condvar, reacquire: &mut reacquire };
-    let mut buffer = CleanupBuffer { routine: None, argument: std::ptr::null_mut(), cancel_type: 0, previous: std::ptr::null_mut() };
-    // SAFETY: the buffer and its argument live in this frame until the pop.
-    unsafe { _pthread_cleanup_push(&mut buffer, leave_cancelled_wait, std::ptr::from_mut(&mut abandoned).cast()) };
-    let mut previous = 0;
-    // SAFETY: changes this thread's cancellation type; from here to its
-    // restoring only the system call runs.
-    unsafe { pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut previous) };
-    // Woken, the sequence moved on already, or a signal: notified (a
-    // spurious wake-up, which POSIX allows, for the signal).
-    let outcome = futex::wait_until(condvar.futex_word(), seen, deadline.as_ref(), futex::ANY_BITS);
-    // SAFETY: restores it.
-    unsafe { pthread_setcanceltype(previous, std::ptr::null_mut()) };
+    // SAFETY: `abandoned` lives in this frame until the call returns, and
+    // the frames of the wait hold nothing that drops.
+    let outcome = unsafe {
+        cancel::on_cancel(leave_cancelled_wait, std::ptr::from_mut(&mut abandoned).cast(), || {
+            let mut previous = 0;
+            // SAFETY: changes this thread's cancellation type; from here
+            // to its restoring only the system call runs.
+            pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut previous);
+            // Woken, the sequence moved on already, or a signal: notified
+            // (a spurious wake-up, which POSIX allows, for the signal).
+            let outcome = futex::wait_until(condvar.futex_word(), seen, deadline.as_ref(), futex::ANY_BITS);
+            // SAFETY: restores it.
+            pthread_setcanceltype(previous, std::ptr::null_mut());
+            outcome
+        })
+    };
     let timed_out = outcome == futex::WaitOutcome::TimedOut;
-    // SAFETY: the buffer pushed above, not run.
-    unsafe { _pthread_cleanup_pop(&mut buffer, 0) };
     condvar.leave();
     // A robust mutex whose owner died while we waited: EOWNERDEAD, with
     // the mutex held, as from pthread_mutex_lock.
