@@ -222,25 +222,36 @@ mod node_pool {
     /// Free nodes a thread keeps; more go to the shared list.
     const CACHED_MAX: u32 = 8;
 
+    /// A thread's free nodes: a plain cell, whose first use allocates
+    /// nothing (one thread-local, read once per take and per give).
+    struct Pool {
+        free: Cell<*mut Node>,
+        cached: Cell<u32>,
+        /// The thread's hand-over at exit is arranged (or cannot be).
+        armed: Cell<bool>,
+    }
+
     #[cfg(not(loom))]
     thread_local! {
-        static FREE: Cell<*mut Node> = const { Cell::new(ptr::null_mut()) };
-        static CACHED: Cell<u32> = const { Cell::new(0) };
-        /// The thread's hand-over at exit is arranged (or cannot be).
-        static ARMED: Cell<bool> = const { Cell::new(false) };
+        static POOL: Pool = const { Pool { free: Cell::new(ptr::null_mut()), cached: Cell::new(0), armed: Cell::new(false) } };
     }
     #[cfg(loom)]
     loom::thread_local! {
-        static FREE: Cell<*mut Node> = Cell::new(ptr::null_mut());
-        static CACHED: Cell<u32> = Cell::new(0);
-        static ARMED: Cell<bool> = Cell::new(false);
+        static POOL: Pool = Pool { free: Cell::new(ptr::null_mut()), cached: Cell::new(0), armed: Cell::new(false) };
         static REAPER: Reaper = Reaper;
     }
 
     /// Hands the calling thread's free nodes to the shared list.
     fn hand_over() {
-        let first = FREE.try_with(|free| free.replace(ptr::null_mut())).unwrap_or(ptr::null_mut());
-        let _ = CACHED.try_with(|cached| cached.set(0));
+        let first = POOL
+            .try_with(|pool| {
+                pool.cached.set(0);
+                // Nodes given back after this (later keys' destructors
+                // taking locks) arm the hand-over again.
+                pool.armed.set(false);
+                pool.free.replace(ptr::null_mut())
+            })
+            .unwrap_or(ptr::null_mut());
         if !first.is_null() {
             shared::give_chain(first);
         }
@@ -258,9 +269,6 @@ mod node_pool {
     #[cfg(not(loom))]
     extern "C" fn at_thread_exit(_: *mut libc::c_void) {
         hand_over();
-        // Nodes given back after this (later keys' destructors taking
-        // locks) arm it again.
-        ARMED.with(|armed| armed.set(false));
     }
 
     #[cfg(not(loom))]
@@ -277,12 +285,10 @@ mod node_pool {
     #[unsafe(link_section = ".init_array")]
     static MAKE_EXIT_KEY: extern "C" fn() = make_exit_key;
 
-    /// Arranges the thread's hand-over at exit, once.
+    /// Arranges the thread's hand-over at exit (when its pool's `armed`
+    /// was not set).
     #[cfg(not(loom))]
     fn arm() {
-        if ARMED.with(|armed| armed.replace(true)) {
-            return;
-        }
         let key = EXIT_KEY.load(Ordering::Acquire);
         // glibc keeps the first 32 keys' values in the thread itself;
         // setting a later one can allocate.
@@ -305,21 +311,19 @@ mod node_pool {
 
     #[cfg(loom)]
     fn arm() {
-        if !ARMED.with(|armed| armed.replace(true)) {
-            REAPER.with(|_| ());
-        }
+        REAPER.with(|_| ());
     }
 
     /// A reset node: from this thread's free list, the shared list, or
     /// fresh.
     pub(super) fn take() -> *mut Node {
-        let recycled = FREE
-            .try_with(|free| {
-                let node = free.get();
+        let recycled = POOL
+            .try_with(|pool| {
+                let node = pool.free.get();
                 if !node.is_null() {
                     // SAFETY: a free node belongs to the list.
-                    free.set(unsafe { (*node).next_free });
-                    let _ = CACHED.try_with(|cached| cached.set(cached.get() - 1));
+                    pool.free.set(unsafe { (*node).next_free });
+                    pool.cached.set(pool.cached.get() - 1);
                 }
                 node
             })
@@ -338,18 +342,22 @@ mod node_pool {
     /// # Safety
     /// `node` came from `take` and is unreachable by other threads.
     pub(super) unsafe fn give(node: *mut Node) {
-        let kept = CACHED.try_with(|cached| cached.get() < CACHED_MAX).unwrap_or(false)
-            && FREE
-                .try_with(|free| {
-                    // SAFETY: the node is ours (caller's contract).
-                    unsafe { (*node).next_free = free.get() };
-                    free.set(node);
-                })
-                .is_ok();
-        if kept {
-            let _ = CACHED.try_with(|cached| cached.set(cached.get() + 1));
-            arm();
-        } else {
+        let kept = POOL
+            .try_with(|pool| {
+                if pool.cached.get() >= CACHED_MAX {
+                    return false;
+                }
+                // SAFETY: the node is ours (caller's contract).
+                unsafe { (*node).next_free = pool.free.get() };
+                pool.free.set(node);
+                pool.cached.set(pool.cached.get() + 1);
+                if !pool.armed.replace(true) {
+                    arm();
+                }
+                true
+            })
+            .unwrap_or(false);
+        if !kept {
             shared::give(node);
         }
     }
