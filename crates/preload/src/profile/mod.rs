@@ -357,7 +357,10 @@ impl Profiler {
         let block = block?;
         BLOCK.with(|b| b.set(BlockCache { epoch: self.epoch, block }));
         let key = EXIT_KEY.load(Acquire);
-        if key != u32::MAX {
+        // glibc keeps the first 32 keys' values in the thread itself;
+        // setting a later one allocates (here, maybe inside an allocator's
+        // mutex call): past them, blocks are not given back.
+        if key < 32 {
             // SAFETY: a key made by this library; the value is only compared
             // and handed back to `give_block_back`.
             unsafe { libc::pthread_setspecific(key, std::ptr::from_ref(block).cast()) };
