@@ -1092,6 +1092,29 @@ fn one_line_error(output: &Output, code: i32, needle: &str) {
     assert!(stderr.starts_with("lockmeter: error: ") && stderr.contains(needle), "{stderr}");
 }
 
+/// LOCKMETER_OUTPUT naming a device or a pipe: the profile is written
+/// into it, which stays what it was (renamed over, /dev/null itself became
+/// a file). A FIFO here, read as the program ends.
+#[test]
+fn the_library_writes_into_a_pipe_it_is_given() {
+    let library = Path::new(env!("CARGO_BIN_EXE_lockmeter")).with_file_name("liblockmeter.so");
+    let fifo = scratch("fifo").join("profile.pipe");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let status = Command::new(subjects()).arg("hold").env("LD_PRELOAD", &library).env("LOCKMETER_OUTPUT", &fifo).status().unwrap();
+    assert!(status.success());
+    // Checked first: a pipe renamed over leaves its reader waiting.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "still a pipe");
+    let profile = Profile::from_json(&reader.join().unwrap(), "pipe").unwrap();
+    assert_eq!(lock(&profile, "cache_lock").counters.acquisitions, 2);
+}
+
 /// The library's variables, set by hand: a value out of range stops the
 /// program with a one-line error, as a malformed one does (50 frames were
 /// taken as 32).

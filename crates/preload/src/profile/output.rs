@@ -614,14 +614,24 @@ fn write_profile_as(reason: &str, last: bool) {
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
-    let path = output_path(&settings.output);
     let profile = build(profiler, reason);
+    // A device or a pipe (/dev/null, /dev/stderr, a FIFO) takes the
+    // profile as it is written, every process's alike: renamed over, it
+    // was replaced by a file (as root, /dev/null itself).
+    let device = std::fs::metadata(&settings.output).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let path = if device { settings.output.clone() } else { output_path(&settings.output) };
     let tmp = format!("{path}.tmp.{}", pid());
-    let written = std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes()));
-    match written.and_then(|()| std::fs::rename(&tmp, &path)) {
+    let written = if device {
+        std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(profile.to_json().as_bytes()))
+    } else {
+        std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| std::fs::rename(&tmp, &path))
+    };
+    match written {
         Ok(()) => {}
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            if !device {
+                let _ = std::fs::remove_file(&tmp);
+            }
             let line = format!("lockmeter: cannot write profile {path}: {}\n", profile::io_reason(&e));
             // SAFETY: writing a buffer to fd 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
