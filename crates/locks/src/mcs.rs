@@ -323,7 +323,8 @@ mod node_pool {
                 if !node.is_null() {
                     // SAFETY: a free node belongs to the list.
                     pool.free.set(unsafe { (*node).next_free });
-                    pool.cached.set(pool.cached.get() - 1);
+                    // (Nodes kept over the cap are not counted.)
+                    pool.cached.set(pool.cached.get().saturating_sub(1));
                 }
                 node
             })
@@ -362,30 +363,45 @@ mod node_pool {
         }
     }
 
+    /// Puts a chain of free nodes (`first` to `last`) in this thread's
+    /// pool, over its cap: for a thread that cannot list them now (it holds
+    /// the shared list, interrupted). Lost if its thread-locals are gone.
+    #[cfg(not(loom))]
+    fn keep_chain(first: *mut Node, last: *mut Node) {
+        let _ = POOL.try_with(|pool| {
+            // SAFETY: the chain's nodes are free and the caller's.
+            unsafe { (*last).next_free = pool.free.get() };
+            pool.free.set(first);
+        });
+    }
+
     /// The nodes threads left when they exited, and fresh pages of nodes.
     #[cfg(not(loom))]
     mod shared {
         use super::*;
 
         static LIST: AtomicPtr<Node> = AtomicPtr::new(ptr::null_mut());
-        /// 0 while the list is free; held, the fork generation of its
-        /// holder plus one. A child of `fork` finds one held by a thread
-        /// that did not come through the fork under an older generation,
-        /// and takes it over (else every node was lost there).
+        /// The kernel id of the thread changing the list, 0 when none.
         static BUSY: AtomicU32 = AtomicU32::new(0);
 
-        /// Holds the list: it is held for a few instructions at a time, so
-        /// the wait is a short spin, then yields (a holder preempted).
-        fn hold() {
-            let mine = crate::sync::fork_generation().wrapping_add(1).max(1);
+        /// Holds the list, and says so: it is held for a few instructions
+        /// at a time, so the wait is a short spin, then yields (a holder
+        /// preempted). Not held (false) when this thread holds it already:
+        /// a signal handler that took a lock interrupted it there (it spun
+        /// on itself for ever). A holder that is no thread of this process
+        /// held it when the process forked, and the list is taken over
+        /// (a child's fork handler that took a lock before the library's
+        /// own handler ran waited on it for ever).
+        fn hold() -> bool {
+            let me = crate::sync::current_tid();
             let mut tries = 0u32;
             loop {
-                match BUSY.compare_exchange_weak(0, mine, Ordering::Acquire, Ordering::Relaxed) {
-                    Ok(_) => return,
-                    Err(held) if held != 0 && held != mine => {
-                        // Held by a thread of a parent, before a fork.
-                        if BUSY.compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                            return;
+                match BUSY.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return true,
+                    Err(holder) if holder == me => return false,
+                    Err(holder) if holder != 0 && tries >= 64 && !crate::sync::is_thread_of_this_process(holder) => {
+                        if BUSY.compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                            return true;
                         }
                     }
                     Err(_) => {}
@@ -404,9 +420,11 @@ mod node_pool {
         }
 
         /// A node from the list, or the first of a fresh page when the list
-        /// is empty.
+        /// is empty (or held by this very thread, interrupted).
         pub(super) fn take() -> *mut Node {
-            hold();
+            if !hold() {
+                return fresh_page();
+            }
             let node = LIST.load(Ordering::Relaxed);
             if !node.is_null() {
                 // SAFETY: listed nodes are free and owned by the list.
@@ -420,14 +438,19 @@ mod node_pool {
             }
         }
 
-        /// Lists the free nodes chained from `first` by `next_free`.
+        /// Lists the free nodes chained from `first` by `next_free` (keeps
+        /// them in this thread's pool if the list is this thread's,
+        /// interrupted).
         pub(super) fn give_chain(first: *mut Node) {
             let mut last = first;
             // SAFETY: the chain's nodes are free and the caller's.
             while !unsafe { (*last).next_free }.is_null() {
                 last = unsafe { (*last).next_free };
             }
-            hold();
+            if !hold() {
+                super::keep_chain(first, last);
+                return;
+            }
             // SAFETY: as above; the list is held.
             unsafe { (*last).next_free = LIST.load(Ordering::Relaxed) };
             LIST.store(first, Ordering::Relaxed);

@@ -244,19 +244,6 @@ pub fn forked() -> bool {
     false
 }
 
-/// Forks this process is a child of (through the library's fork handler).
-#[cfg(not(loom))]
-static FORKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// How many forks deep this process is, counted from the first use: a
-/// flag stamped with it and found with an older one was set by a thread
-/// that did not come through a fork.
-#[cfg(not(loom))]
-pub(crate) fn fork_generation() -> u32 {
-    register_fork_handler();
-    FORKS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Registers, once per process, what a child of `fork` runs: its only
 /// thread has a new kernel id but inherits the parent's thread-local cache
 /// (a stale id in a lock word would make two threads look like one owner
@@ -285,7 +272,6 @@ fn register_fork_handler() {
         // Runs in the thread that called fork: the child's only thread.
         let _ = TID.try_with(|t| t.set(0));
         FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
-        FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     REGISTER.call_once(|| {
         // SAFETY: registers plain functions that only touch thread-local
