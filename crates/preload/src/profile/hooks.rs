@@ -478,7 +478,8 @@ macro_rules! refusing_hook {
 /// Whether a timed wait's deadline is a valid timespec. glibc's rwlock
 /// and semaphore waits refuse another (EINVAL) before they try the lock,
 /// as they do an unwaitable clock; its mutexes try first. (A null one is
-/// passed on, for glibc to do with it as it does.)
+/// passed on, for glibc to do with it as it does: its rwlocks check the
+/// clock only with a deadline.)
 fn valid_deadline(at: Time) -> bool {
     // SAFETY: the program's timespec, when not null.
     at.is_null() || (0..1_000_000_000).contains(&unsafe { (*at).tv_nsec })
@@ -583,13 +584,13 @@ shared_hook!(
     pthread_outcome
 );
 
-refusing_hook!(rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockrdlock_on, waitable_clock(clock) && valid_deadline(at), libc::EINVAL);
+refusing_hook!(rwlock_clockrdlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockrdlock_on, at.is_null() || (waitable_clock(clock) && valid_deadline(at)), libc::EINVAL);
 exclusive_hook!(rwlock_wrlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_WRLOCK);
 exclusive_hook!(rwlock_timedwrlock_on(l: Rwlock, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_TIMEDWRLOCK);
 refusing_hook!(rwlock_timedwrlock(l: Rwlock, at: Time) = rwlock_timedwrlock_on, valid_deadline(at), libc::EINVAL);
 exclusive_hook!(rwlock_clockwrlock_on(l: Rwlock, clock: clockid_t, at: Time), Kind::Rwlock, real::RWLOCK_TRYWRLOCK, real::RWLOCK_CLOCKWRLOCK);
 
-refusing_hook!(rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockwrlock_on, waitable_clock(clock) && valid_deadline(at), libc::EINVAL);
+refusing_hook!(rwlock_clockwrlock(l: Rwlock, clock: clockid_t, at: Time) = rwlock_clockwrlock_on, at.is_null() || (waitable_clock(clock) && valid_deadline(at)), libc::EINVAL);
 init_hook!(rwlock_init(l: Rwlock, attr: *const libc::pthread_rwlockattr_t), Kind::Rwlock, real::RWLOCK_INIT);
 destroy_hook!(pthread_rwlock_destroy(l: Rwlock), real::RWLOCK_DESTROY);
 
