@@ -51,6 +51,20 @@ fn profile(mode: &[&str]) -> (Output, Profile) {
     (output, profile)
 }
 
+/// Runs a subject mode under `lockmeter run` as [`profile`] does,
+/// profiled or served by `served`.
+fn profile_served(mode: &str, served: Option<&str>) -> (Output, Profile) {
+    let file = scratch(mode).join("p.json");
+    let mut command = lockmeter();
+    command.arg("run");
+    if let Some(algorithm) = served {
+        command.args(["--lock", algorithm]);
+    }
+    let output = command.args(["--format", "json", "-o"]).arg(&file).arg("--").arg(subjects()).arg(mode).output().unwrap();
+    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)));
+    (output, profile)
+}
+
 /// Starts `command` with its output piped; returns it and the first line
 /// its program prints (a subject's "ready", or a pid).
 fn started_reading_first_line(command: &mut Command) -> (std::process::Child, String) {
@@ -1392,18 +1406,23 @@ fn read_holds_that_keep_a_writer_waiting_carry_its_delay_once() {
 #[test]
 fn cancelled_waits_end() {
     for served in [None, Some("adaptive")] {
-        let dir = scratch("cancelled_waits");
-        let mut command = lockmeter();
-        command.arg("run");
-        if let Some(algorithm) = served {
-            command.args(["--lock", algorithm]);
-        }
-        let output = command.args(["--format", "json", "-o"]).arg(dir.join("p.json")).arg("--").arg(subjects()).arg("cancelled_waits").output().unwrap();
+        let (output, profile) = profile_served("cancelled_waits", served);
         assert!(output.status.success(), "{served:?}: {}", String::from_utf8_lossy(&output.stderr));
-        let profile = Profile::load(&dir.join("p.json")).unwrap();
         for name in ["idle_cond", "idle_sem"] {
             assert!(lock(&profile, name).now.is_none(), "{served:?} {name}: {:?}", lock(&profile, name).now);
         }
+    }
+}
+
+/// A condvar wait refused (an invalid deadline) keeps the mutex's hold in
+/// the profile (the hold ended at the wait, 0 ms of a 100 ms hold).
+/// Profiled, and served.
+#[test]
+fn a_refused_condvar_wait_keeps_the_hold() {
+    for served in [None, Some("adaptive")] {
+        let (output, profile) = profile_served("bad_wait", served);
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "22", "{served:?}: EINVAL");
+        within(lock(&profile, "bad_wait_lock").counters.hold_ns.total, 95, 400, "the hold around the refused wait");
     }
 }
 

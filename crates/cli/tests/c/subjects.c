@@ -320,6 +320,20 @@ static int cancelled_waits(void) {
     return 0;
 }
 
+/* bad_wait: main holds bad_wait_lock 100 ms, calling a timed condvar
+ * wait with an invalid deadline (EINVAL) on the way; prints its result. */
+pthread_mutex_t bad_wait_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t bad_wait_cond = PTHREAD_COND_INITIALIZER;
+
+static int bad_wait(void) {
+    struct timespec bad = { 0, -1 };
+    pthread_mutex_lock(&bad_wait_lock);
+    printf("%d\n", pthread_cond_timedwait(&bad_wait_cond, &bad_wait_lock, &bad));
+    sleep_ms(100);
+    pthread_mutex_unlock(&bad_wait_lock);
+    return 0;
+}
+
 /* readers: 3 threads hold readers_lock for reading 100 ms at once; a
  * writer comes 20 ms in and waits for them (about 80 ms). */
 pthread_rwlock_t readers_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -783,6 +797,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_holds")) return fork_holds();
     if (!strcmp(mode, "owner_died")) return owner_died();
     if (!strcmp(mode, "readers")) return readers();
+    if (!strcmp(mode, "bad_wait")) return bad_wait();
     if (!strcmp(mode, "cancelled_waits")) return cancelled_waits();
     if (!strcmp(mode, "fork_threads")) return fork_threads();
     if (!strcmp(mode, "orphan")) return orphan(0);

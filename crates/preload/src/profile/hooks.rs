@@ -736,6 +736,11 @@ unsafe extern "C-unwind" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
 }
 
 unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usize) -> c_int {
+    // Refused before the mutex is released (glibc does so too): the
+    // profile ended the mutex's hold at the wait, and lost it.
+    if !valid_deadline(at) {
+        return libc::EINVAL;
+    }
     match serving_cond(c, m) {
         Err(error) => error,
         // SAFETY: a served condvar has its clock.
@@ -745,7 +750,7 @@ unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usiz
 }
 
 unsafe extern "C-unwind" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    if !waitable_clock(clock) {
+    if !waitable_clock(clock) || !valid_deadline(at) {
         return libc::EINVAL;
     }
     match serving_cond(c, m) {
