@@ -37,30 +37,30 @@ fn subjects() -> &'static Path {
 
 /// Runs a subject mode under `lockmeter run -o FILE --format json`.
 fn profile(mode: &[&str]) -> (Output, Profile) {
-    let dir = scratch(mode[0]);
-    let file = dir.join("profile.json");
+    profile_with(&[], mode)
+}
+
+/// As [`profile`], profiled or served by `served`.
+fn profile_served(mode: &str, served: Option<&str>) -> (Output, Profile) {
+    match served {
+        Some(algorithm) => profile_with(&["--lock", algorithm], &[mode]),
+        None => profile_with(&[], &[mode]),
+    }
+}
+
+/// As [`profile`], with `options` for `lockmeter run`.
+fn profile_with(options: &[&str], mode: &[&str]) -> (Output, Profile) {
+    let file = scratch(mode[0]).join("profile.json");
     let output = lockmeter()
-        .args(["run", "--format", "json", "-o"])
+        .arg("run")
+        .args(options)
+        .args(["--format", "json", "-o"])
         .arg(&file)
         .arg("--")
         .arg(subjects())
         .args(mode)
         .output()
         .unwrap();
-    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)));
-    (output, profile)
-}
-
-/// Runs a subject mode under `lockmeter run` as [`profile`] does,
-/// profiled or served by `served`.
-fn profile_served(mode: &str, served: Option<&str>) -> (Output, Profile) {
-    let file = scratch(mode).join("p.json");
-    let mut command = lockmeter();
-    command.arg("run");
-    if let Some(algorithm) = served {
-        command.args(["--lock", algorithm]);
-    }
-    let output = command.args(["--format", "json", "-o"]).arg(&file).arg("--").arg(subjects()).arg(mode).output().unwrap();
     let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)));
     (output, profile)
 }

@@ -492,10 +492,9 @@ fn waitable_clock(clock: clockid_t) -> bool {
     clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC
 }
 
-unsafe extern "C" fn mutex_clocklock(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
-    if !waitable_clock(clock) {
-        return libc::EINVAL;
-    }
+refusing_hook!(mutex_clocklock(m: Mutex, clock: clockid_t, at: Time) = mutex_clocklock_on, waitable_clock(clock), libc::EINVAL);
+
+unsafe extern "C" fn mutex_clocklock_on(m: Mutex, clock: clockid_t, at: Time, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
         // SAFETY: a served mutex; the program's clock and timespec.
         return keeping_errno(|| {
