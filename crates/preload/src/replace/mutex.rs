@@ -550,6 +550,12 @@ pub unsafe fn lock_until<R: Recorder>(
         now_owned(algorithm, served_mutex);
         return 0;
     }
+    // glibc's mutexes look at the seconds first: a deadline before the
+    // epoch has passed, whatever its nanoseconds say.
+    // SAFETY: the program's timespec, when not null.
+    if !at.is_null() && unsafe { (*at).tv_sec } < 0 {
+        return libc::ETIMEDOUT;
+    }
     // SAFETY: forwarded contract (the program's timespec).
     let deadline = match unsafe { deadline(clock, at) } {
         Ok(Some(deadline)) => deadline,
