@@ -1401,8 +1401,10 @@ fn read_holds_that_keep_a_writer_waiting_carry_its_delay_once() {
 }
 
 /// A wait a cancellation ends is over: it was counted as waiting for ever
-/// (a condvar's and a semaphore's 'now: 1 thread waiting' at exit).
-/// Profiled, and served.
+/// (a condvar's and a semaphore's 'now: 1 thread waiting' at exit). The
+/// condvar's waiter holds its mutex again as it unwinds: an acquisition,
+/// and a hold of the cleanup's 100 ms (neither was counted). Profiled, and
+/// served.
 #[test]
 fn cancelled_waits_end() {
     for served in [None, Some("adaptive")] {
@@ -1411,6 +1413,9 @@ fn cancelled_waits_end() {
         for name in ["idle_cond", "idle_sem"] {
             assert!(lock(&profile, name).now.is_none(), "{served:?} {name}: {:?}", lock(&profile, name).now);
         }
+        let mutex = &lock(&profile, "idle_lock").counters;
+        assert_eq!(mutex.acquisitions, 2, "{served:?}: the lock, and the wait's re-acquisition");
+        within(mutex.hold_ns.total, 95, 400, &format!("{served:?}: the cleanup's hold"));
     }
 }
 

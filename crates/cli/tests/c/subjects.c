@@ -286,13 +286,15 @@ static int fork_holds(void) {
 }
 
 /* cancelled_waits: one thread waits on idle_cond, another in sem_wait on
- * idle_sem, both for ever; main cancels both after 50 ms. */
+ * idle_sem, both for ever; main cancels both after 50 ms. The condvar's
+ * waiter, cancelled, holds idle_lock again: its cleanup keeps it 100 ms. */
 pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
 sem_t idle_sem;
 
 static void unlock_idle(void *arg) {
     (void)arg;
+    sleep_ms(100);
     pthread_mutex_unlock(&idle_lock);
 }
 

@@ -101,19 +101,32 @@ with_call_site!(sem_init, "rcx" => sem_init_impl);
 
 /// A wait the profiler has begun (`started`) that can be a cancellation
 /// point (a condvar's, a semaphore's): one a cancellation unwinds out of
-/// ends there (it showed as a thread waiting for ever).
+/// ends there (it showed as a thread waiting for ever). A condvar's wait
+/// names its mutex (`reacquired`: address and call site), which the
+/// thread holds again as the cancellation unwinds (glibc, and a served
+/// wait, re-take it before the cleanup handlers run): that acquisition
+/// begins a hold (the cleanup's unlock ended a hold never begun).
 #[inline(always)]
-fn cancellable(profiler: &'static super::Profiler, started: super::Started<'static>, wait: impl FnOnce() -> c_int) -> c_int {
+fn cancellable(
+    profiler: &'static super::Profiler,
+    started: super::Started<'static>,
+    reacquired: Option<(usize, usize)>,
+    wait: impl FnOnce() -> c_int,
+) -> c_int {
     struct Begun {
         profiler: &'static super::Profiler,
         started: super::Started<'static>,
+        reacquired: Option<(usize, usize)>,
     }
     unsafe extern "C" fn end_cancelled_wait(argument: *mut libc::c_void) {
         // SAFETY: the `Begun` of the wait being unwound, alive in its frame.
         let begun = unsafe { &*argument.cast::<Begun>() };
-        begun.profiler.end_wait(begun.started);
+        let (now, _) = begun.profiler.end_wait(begun.started);
+        if let Some((mutex, pc)) = begun.reacquired {
+            begun.profiler.acquired_exclusive(Kind::Mutex, mutex, pc, Acquired::CondReacquire, Some(now));
+        }
     }
-    let mut begun = Begun { profiler, started };
+    let mut begun = Begun { profiler, started, reacquired };
     // SAFETY: `begun` lives in this frame until the wait returns; the
     // frames of the wait hold nothing that drops.
     unsafe { cancel::on_cancel(end_cancelled_wait, std::ptr::from_mut(&mut begun).cast(), wait) }
@@ -193,7 +206,7 @@ fn shared(
         Outcome::TimedOut | Outcome::Failed => return tried,
     }
     let started = profiler.begin_wait(kind, address, pc);
-    let result = cancellable(profiler, started, block);
+    let result = cancellable(profiler, started, None, block);
     let errno = errno();
     let (now, waited) = profiler.end_wait(started);
     match outcome(result) {
@@ -655,7 +668,7 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
     profiler.released(release);
     let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
-    let result = cancellable(profiler, started, wait);
+    let result = cancellable(profiler, started, Some((m as usize, pc)), wait);
     let (now, waited) = profiler.end_wait(started);
     match result {
         0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), Some(now)),
