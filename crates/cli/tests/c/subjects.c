@@ -362,13 +362,14 @@ static int readers(void) {
 }
 
 /* owner_died: main takes parent_lock once; a thread takes the robust
- * robust_lock and exits holding it; main takes it (EOWNERDEAD), makes it
- * consistent, holds it 30 ms and frees it. 2 acquisitions, nothing held
- * at exit. */
+ * robust_lock, holds it 40 ms and exits holding it; main takes it
+ * (EOWNERDEAD), makes it consistent, holds it 30 ms and frees it. 2
+ * acquisitions, 70 ms held, nothing held at exit. */
 pthread_mutex_t robust_lock;
 
 static void *take_and_exit(void *arg) {
     pthread_mutex_lock(&robust_lock);
+    sleep_ms(40);
     return arg;
 }
 

@@ -407,14 +407,26 @@ impl Profiler {
     }
 
     /// A robust mutex came with EOWNERDEAD: its owner died holding it, and
-    /// that hold ends here (it showed as held at exit, untimed). Whatever
-    /// block records it open (its thread's, given back or claimed again),
-    /// no other thread holds the lock now.
+    /// that hold ends here, timed as a release would (it showed as held
+    /// at exit, then as a hold of no time). Whatever block records it open
+    /// (its thread's, given back or claimed again), no other thread holds
+    /// the lock now; a block claimed again is counted into by its new
+    /// thread as well, so the hold is added atomically.
     #[cold]
     pub fn owner_died(&self, kind: Kind, address: usize, pc: usize) {
-        let Some((index, _)) = self.record(kind, address, pc) else { return };
+        let Some((index, record)) = self.record(kind, address, pc) else { return };
         for block in self.tables.blocks() {
-            block.lock(index).holding.store(0, Relaxed);
+            let held = block.lock(index);
+            if held.holding.swap(0, Relaxed) == 0 {
+                continue;
+            }
+            let started = held.acquired_at.load(Relaxed);
+            if started != 0 {
+                let (at_start, at_end) = (held.waiters_at_acquire.load(Relaxed), record.clock.now());
+                let sampled = held.hold_sampled.load(Relaxed) != 0;
+                let release = Release { block, index, started, ended: cycles(), at_start, at_end, shared: false, sampled };
+                self.count_hold(release, true);
+            }
         }
     }
 
@@ -510,7 +522,15 @@ impl Profiler {
     /// release) ended.
     #[inline(always)]
     pub fn released(&self, release: Option<Release<'_>>) {
-        let Some(r) = release else { return };
+        if let Some(r) = release {
+            self.count_hold(r, false);
+        }
+    }
+
+    /// Counts an ended hold into its block; `concurrent` when another
+    /// thread may count into that block meanwhile.
+    #[inline(always)]
+    fn count_hold(&self, r: Release<'_>, concurrent: bool) {
         let mine = r.block.lock(r.index);
         let (side, site_id) = if r.shared {
             (&mine.sides[SHARED], mine.read_site.load(Relaxed))
@@ -520,12 +540,12 @@ impl Profiler {
         let site = r.block.site(site_id).map(|s| &s.counters);
         let hold = r.ended.saturating_sub(r.started);
         for counters in std::iter::once(side).chain(site) {
-            counters.hold_total.add(hold, false);
-            counters.hold_max.max(hold, false);
-            counters.hold_samples.add(1, false);
+            counters.hold_total.add(hold, concurrent);
+            counters.hold_max.max(hold, concurrent);
+            counters.hold_samples.add(1, concurrent);
             if r.sampled {
-                counters.sampled_holds.add(1, false);
-                counters.sampled_hold_total.add(hold, false);
+                counters.sampled_holds.add(1, concurrent);
+                counters.sampled_hold_total.add(hold, concurrent);
             }
         }
         let long = &mine.long_holds;
@@ -533,9 +553,9 @@ impl Profiler {
         if r.at_end != r.at_start || r.at_end.count() != 0 {
             let delay = table::WaiterClock::delay(r.at_start, r.started, r.at_end, r.ended);
             for counters in std::iter::once(side).chain(site) {
-                counters.delay_total.add(delay, false);
+                counters.delay_total.add(delay, concurrent);
                 if r.sampled {
-                    counters.sampled_delay_total.add(delay, false);
+                    counters.sampled_delay_total.add(delay, concurrent);
                 }
             }
         }
