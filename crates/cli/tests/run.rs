@@ -337,6 +337,19 @@ fn one_long_hold_in_the_sample_does_not_read_as_sixteen() {
 }
 
 #[test]
+fn a_long_first_hold_among_a_few_reads_as_one() {
+    // 10 ms, then empty holds. Among 8, none drawn for the 1-in-16 sample
+    // (64% of runs), the two timed holds stood for all 8: 40 ms. Among 30,
+    // past the 16 timed whole, none drawn in 40% of runs.
+    for holds in ["8", "8", "30", "30", "30", "30"] {
+        let (output, profile) = profile(&["first_long", holds]);
+        assert!(output.status.success());
+        let lock = lock(&profile, "first_long_lock");
+        within(lock.counters.hold_ns.total, 9, 14, &format!("HOLD total of {holds} holds"));
+    }
+}
+
+#[test]
 fn a_lock_taken_at_two_lines_in_turn_is_sampled_at_both() {
     // Sampled by the lock's count, every timed hold fell on the empty line
     // and the 5 us holds read as none (1.7 ms held in all).

@@ -639,6 +639,20 @@ static int outlier(void) {
     return 0;
 }
 
+/* first_long N: takes first_long_lock N times at one line, the first
+ * hold 10 ms, the others empty; then 90 ms outside the lock. */
+pthread_mutex_t first_long_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int first_long(int n) {
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&first_long_lock);
+        if (i == 0) sleep_ms(10);
+        pthread_mutex_unlock(&first_long_lock);
+    }
+    sleep_ms(90);
+    return 0;
+}
+
 /* alternate: 20,000 rounds, each taking alternate_lock at one line for
  * nothing and at another for 5 us: held about 100 ms in all. */
 pthread_mutex_t alternate_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -818,6 +832,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();
+    if (!strcmp(mode, "first_long") && argc > 2) return first_long(atoi(argv[2]));
     if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]), 1);
     if (!strcmp(mode, "churn_static") && argc > 2) return churn(atoi(argv[2]), 0);
     if (!strcmp(mode, "many") && argc > 2) return many(atoi(argv[2]));

@@ -467,12 +467,14 @@ impl Profiler {
         mine.holder_site.store(site, Relaxed);
         mine.holding.store(1, Relaxed);
         // Holds after a wait or a long hold are timed whatever their turn,
-        // and count as themselves; so does a site's first (a rare long hold
-        // is seen at least once; scaled as a draw, a first hold of 1 ms
-        // before 160 short ones read as 16 ms); the others 1 in
+        // and count as themselves; so do a site's first HOLD_SAMPLE (a rare
+        // long hold is seen at least once, and a lock taken a few times is
+        // timed whole: scaled as a draw, a first hold of 1 ms before 160
+        // short ones read as 16 ms, and with no draw among a few holds,
+        // one 10 ms hold of 8 read as 40 ms); the others 1 in
         // HOLD_SAMPLE, drawn at random (a fixed turn, every 16th, aliased
         // with the program's own periods).
-        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0 || turn == 1;
+        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0 || turn <= HOLD_SAMPLE;
         let sampled = !always && in_the_sample();
         if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
@@ -587,7 +589,7 @@ impl Profiler {
         let open = mine.reads_open.load(Relaxed);
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
-            let always = side.contended.get() != 0 || turn == 1;
+            let always = side.contended.get() != 0 || turn <= HOLD_SAMPLE;
             let sampled = !always && in_the_sample();
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);

@@ -681,11 +681,24 @@ fn estimate(c: &SideCounters, timed: u64, sampled: u64) -> f64 {
     let always_holds = timed_holds.saturating_sub(sampled_holds);
     let untimed_or_sampled = holds.saturating_sub(always_holds);
     if sampled_holds == 0 {
-        // No random sample: the timed holds stand for all (as many as
-        // timed if the counts raced). It may read a lone long first hold
-        // as many (counting only the timed ones read a run of short holds
-        // as nearly nothing: 2 us for 1.7 ms).
-        return timed as f64 * (holds.max(timed_holds) as f64 / timed_holds.max(1) as f64);
+        // No random sample (the thread's first HOLD_SAMPLE holds are all
+        // timed; past them, short holds none of which was drawn): the
+        // timed holds count as themselves and each untimed one as their
+        // mean without the longest, the quantity scaled by the share of
+        // the hold time that leaves (scaling the longest too read one 10
+        // ms hold among 8 short ones as 40 ms; counting the untimed holds
+        // as nothing read a run of short holds as 2 us for 1.7 ms).
+        let untimed = holds.saturating_sub(timed_holds);
+        if untimed == 0 || timed_holds == 0 {
+            return timed as f64;
+        }
+        let (hold_total, longest) = (c.hold_total.get(), c.hold_max.get());
+        let typical_share = if timed_holds >= 2 && hold_total > 0 {
+            hold_total.saturating_sub(longest) as f64 / hold_total as f64 * timed_holds as f64 / (timed_holds - 1) as f64
+        } else {
+            1.0
+        };
+        return timed as f64 * (1.0 + untimed as f64 * typical_share / timed_holds as f64);
     }
     timed.saturating_sub(sampled) as f64 + sampled as f64 * untimed_or_sampled as f64 / sampled_holds as f64
 }
