@@ -92,6 +92,18 @@ fn duty_reports_every_field_for_every_lock() {
     }
 }
 
+/// A run lasts what `--seconds` says: the clock stops with the workers,
+/// not after the samples are summarised (which added 7% to a 0.5 s `sem`
+/// run at one thread, the most for the fastest lock).
+#[test]
+fn a_run_is_timed_from_start_to_stop() {
+    let report = run_json(&["bench", "sem", "--locks", "adaptive", "--threads", "1", "--seconds", "300ms", "--repeat", "1"]);
+    let p = &report["points"][0];
+    // One acquisition per operation (and one more that saw the stop).
+    let seconds = p["acquisitions"].as_f64().unwrap() / p["ops_per_sec"].as_f64().unwrap();
+    assert!((0.3..0.3 * 1.03).contains(&seconds), "a 300 ms run lasted {seconds} s by its rate");
+}
+
 #[test]
 fn sem_and_dir_report_the_contract_without_duty_fields() {
     for workload in ["sem", "dir"] {
