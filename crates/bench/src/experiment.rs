@@ -695,7 +695,9 @@ fn least_served(ops: &[u64], times: &[Option<ThreadShare>]) -> Option<LeastServe
     let times = times.iter().copied().collect::<Option<Vec<ThreadShare>>>()?;
     let mut by_ops: Vec<usize> = (0..ops.len()).collect();
     by_ops.sort_by_key(|&i| ops[i]);
-    let (fewest, middle) = (*by_ops.first()?, by_ops[(by_ops.len() - 1) / 2]);
+    // The upper middle: with two threads, the other one (the lower one,
+    // the thread itself, read 1.00x at every factor).
+    let (fewest, middle) = (*by_ops.first()?, by_ops[by_ops.len() / 2]);
     let awake = |i: usize| (times[i].on_cpu_ns + times[i].runnable_ns) as f64;
     let cpu_share = |i: usize| if awake(i) > 0.0 { times[i].on_cpu_ns as f64 / awake(i) } else { 0.0 };
     let rate = |i: usize| if times[i].on_cpu_ns > 0 { ops[i] as f64 / times[i].on_cpu_ns as f64 } else { 0.0 };
@@ -899,6 +901,8 @@ mod tests {
         assert!(close(least.rate, 1.0), "{least:?}");
         assert!(close(least.awake * least.cpu_share * least.rate, least.ops));
         assert!(least_served(&ops, &[share(1, 0), None, share(1, 0)]).is_none());
+        let two = least_served(&[300, 100], &[share(3_000, 0), share(1_000, 0)]).unwrap();
+        assert!(close(two.ops, 1.0 / 3.0), "two threads, against the other: {two:?}");
     }
 
     /// A bimodal tail: 98 short waits and 2 of several ms. The p99 lands

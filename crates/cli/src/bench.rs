@@ -183,6 +183,10 @@ pub struct RunArgs {
     #[arg(long, value_parser = args::positive_duration, allow_hyphen_values = true)]
     seconds: Option<Duration>,
     /// Runs per point; medians are over these [default: 3; --quick: 1].
+    /// A point's rate is the median run's; its other figures (counts,
+    /// waits, per-thread spread) come from that run, or with an even
+    /// count (whose median is the mean of the middle two) from the nearer
+    /// of the two: pick an odd count.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: Option<u64>,
     /// Output format.
