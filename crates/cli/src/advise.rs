@@ -112,7 +112,14 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
             let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
             let found = regex.captures(&text).ok_or_else(|| format!("--metric {:?} matched nothing in the output under {}", regex.as_str(), variant.name()))?;
             let figure = found.get(1).or_else(|| found.get(0)).map(|m| m.as_str()).unwrap_or("");
-            Some(figure.trim().parse::<f64>().map_err(|_| format!("--metric matched {figure:?}, which is not a number"))?)
+            let value = figure.trim().parse::<f64>().map_err(|_| format!("--metric matched {figure:?}, which is not a number"))?;
+            // Every ratio is to glibc's figure: with it 0 (or any figure
+            // not a finite throughput) the ratios read NaN and the verdict
+            // contradicted itself.
+            if !value.is_finite() || value < 0.0 || (value == 0.0 && variant == Variant::Glibc) {
+                return Err(format!("--metric read {figure:?} under {}: not a throughput to compare (a finite figure, above 0 for glibc)", variant.name()));
+            }
+            Some(value)
         }
     };
     Ok(Run { wall, cpu, metric })
@@ -290,30 +297,39 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let pairs = paired(i, get);
         let wins = pairs.wins(higher_is_better);
         let n = pairs.ratios.len();
-        let gain = if higher_is_better { med - 1.0 } else { 1.0 - med };
+        // As a round's win is counted: 3% more, or 1/1.03 of the time.
+        let gain = if higher_is_better { med - 1.0 } else { 1.0 / med - 1.0 };
         // Ours only: the first variant is glibc.
         let tried = options.variants.len() - 1;
         let chance = chance_of_a_sweep(n, tried);
         let variant = options.variants[i].name();
+        // Never printed as the 3% it missed (1.0295 read "1.030x" beside
+        // "better by 3% or more in 0 of 5 rounds").
+        let edge = if higher_is_better { 1.0 + MIN_GAIN } else { 1.0 / (1.0 + MIN_GAIN) };
+        let mut decimals = 3;
+        while decimals < 6 && med != edge && format!("{med:.decimals$}").parse::<f64>().is_ok_and(|shown| (shown - edge).abs() < 1e-9 || (shown >= edge) != (med >= edge)) {
+            decimals += 1;
+        }
+        let shown = format!("{med:.decimals$}");
         match verdict(wins, n, tried, gain) {
             Verdict::KeepGlibc => println!(
-                "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {med:.2}x glibc's)."
+                "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {shown}x glibc's)."
             ),
             Verdict::TooFewRounds => println!(
-                "No recommendation yet: {variant} ({name} {med:.2}x glibc's) was better by 3% or more in {wins} of {n} paired rounds, \
+                "No recommendation yet: {variant} ({name} {shown}x glibc's) was better by 3% or more in {wins} of {n} paired rounds, \
                  a chance of {:.1}% if none of the {tried} tried were better; {} rounds or more can tell (--repeat).",
                 100.0 * chance,
                 rounds_for_significance(tried)
             ),
             Verdict::Recommend => {
                 println!(
-                    "Recommendation: {variant} ({name} {med:.2}x glibc's; better by 3% or more in {wins} of {n} paired rounds, a chance of {:.1}% if none of the {tried} tried were better).",
+                    "Recommendation: {variant} ({name} {shown}x glibc's; better by 3% or more in {wins} of {n} paired rounds, a chance of {:.1}% if none of the {tried} tried were better).",
                     100.0 * chance
                 );
                 println!("Try it: lockmeter run --lock {variant} -- {}", options.shown_as);
             }
             Verdict::WithinNoise => println!(
-                "No recommendation: the best, {variant} ({name} {med:.2}x glibc's), was better by 3% or more in {wins} of {n} rounds; \
+                "No recommendation: the best, {variant} ({name} {shown}x glibc's), was better by 3% or more in {wins} of {n} rounds; \
                  the differences are within the noise. More rounds (--repeat) can tell."
             ),
         }

@@ -233,6 +233,12 @@ enum Command {
     /// differences are noise.
     /// A plot of the ratios is drawn to --plot.
     ///
+    /// Exit status: 0 when every round ran, whatever the verdict (its
+    /// first words say it: "Recommendation:", "Keep glibc's locks", "No
+    /// recommendation"); 1 when CMD failed under some lock or --metric
+    /// found no throughput in its output; 2 for bad options; 126 or 127
+    /// when CMD cannot be run.
+    ///
     /// Examples:
     ///   lockmeter advise -- ./server --bench 5s
     ///   lockmeter advise --locks adaptive,mcs --repeat 9 --metric 'ops/s: ([0-9.]+)' -- ./bench

@@ -200,6 +200,20 @@ fn advise_compares_the_algorithms_and_draws_the_ratios() {
     assert!(svg.contains("<svg") && svg.contains("adaptive"), "the plot names the variants");
 }
 
+/// A metric of 0 under glibc leaves nothing to divide by: one line and
+/// exit 1 (the ratios read NaN, and the verdict said 0 of 0 rounds).
+#[test]
+fn advise_refuses_a_metric_it_cannot_compare() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
+        .args(["advise", "--repeat", "1", "--locks", "adaptive", "--metric", "rate: ([0-9.]+)", "--"])
+        .args(["sh", "-c", "if [ -n \"$LOCKMETER_LOCK\" ]; then echo rate: 5; else echo rate: 0; fi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--metric read \"0\" under glibc") && stderr.lines().count() == 1, "{stderr}");
+}
+
 #[test]
 fn advise_stops_on_a_failing_program() {
     let output = Command::new(env!("CARGO_BIN_EXE_lockmeter"))
