@@ -53,8 +53,23 @@ const PALETTE: [RGBColor; 12] = [
     RGBColor(120, 120, 255),
 ];
 
+/// Ours, variants included (`adaptive-nobail` is drawn as ours: it was
+/// drawn thin, as a peer).
 fn is_ours(lock: &str) -> bool {
-    lock.parse::<lockmeter_locks::Algorithm>().is_ok()
+    lock.parse::<crate::locks::LockKind>().is_ok_and(crate::locks::LockKind::is_ours)
+}
+
+/// The unit a panel's throughput reads in, by its highest figure (ops/s):
+/// with Mops/s alone, a panel of 20,000 ops/s ticked 0.00 0.01 0.01 0.01
+/// 0.02, and one of 2,000 ops/s read 0.00 at every tick.
+fn throughput_unit(highest: f64) -> (&'static str, f64) {
+    if highest >= 1e6 {
+        ("Mops/s", 1e6)
+    } else if highest >= 1e3 {
+        ("kops/s", 1e3)
+    } else {
+        ("ops/s", 1.0)
+    }
 }
 
 /// Draws on an SVG or PNG file chosen by `path`'s extension.
@@ -112,7 +127,9 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
     for ((period, duty, points), area) in panels(report).into_iter().zip(areas) {
         let max_threads = points.iter().map(|p| p.threads).max().unwrap_or(1).max(2) as f64;
         let highest_run = |p: &&PointResult| p.ops_per_sec_runs.iter().copied().fold(p.ops_per_sec, f64::max);
-        let max_ops = points.iter().map(highest_run).fold(0.0, f64::max).max(1.0) / 1e6 * 1.1;
+        let highest = points.iter().map(highest_run).fold(0.0, f64::max).max(1.0);
+        let (unit, per_unit) = throughput_unit(highest);
+        let max_ops = highest / per_unit * 1.1;
         let mut chart = ChartBuilder::on(&area)
             .caption(panel_title(&report.workload, period, duty), ("sans-serif", 18))
             .margin(10)
@@ -123,7 +140,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
         chart
             .configure_mesh()
             .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
-            .y_desc("Mops/s")
+            .y_desc(unit)
             .x_label_formatter(&|x| format!("{x:.0}"))
             .y_label_formatter(&|y| format!("{y:.2}"))
             .draw()
@@ -137,7 +154,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
         let lines: Vec<(&str, Vec<(f64, f64)>)> = locks
             .iter()
             .map(|lock| {
-                let series = points.iter().filter(|p| p.lock == *lock).map(|p| (p.threads as f64, p.ops_per_sec / 1e6));
+                let series = points.iter().filter(|p| p.lock == *lock).map(|p| (p.threads as f64, p.ops_per_sec / per_unit));
                 (*lock, series.collect())
             })
             .collect();
@@ -148,7 +165,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             let colour = PALETTE[i % PALETTE.len()];
             let spreads = points.iter().filter(|p| p.lock == *lock && p.ops_per_sec_runs.len() > 1).filter_map(|p| {
                 let (low, high) = lowest_and_highest(&p.ops_per_sec_runs)?;
-                Some(PathElement::new(vec![(p.threads as f64, low / 1e6), (p.threads as f64, high / 1e6)], colour.stroke_width(1)))
+                Some(PathElement::new(vec![(p.threads as f64, low / per_unit), (p.threads as f64, high / per_unit)], colour.stroke_width(1)))
             });
             chart.draw_series(spreads).map_err(err)?;
         }
@@ -156,32 +173,57 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
     root.present().map_err(err)
 }
 
-/// The acquisition-time histogram of every lock at `threads` threads (and
-/// the first panel's parameters): the share of timed acquisitions per
-/// log2-cycles bin, a line per lock.
+/// The acquisition-time histogram of every lock at `threads` threads: the
+/// share of timed acquisitions per log2-cycles bin, a line per lock, a
+/// panel per (period, duty) (only the first was drawn, unsaid).
 pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), String> {
-    let panels = panels(report);
-    let (period, duty, points) = panels.first().ok_or("the report has no points")?;
-    let chosen: Vec<&PointResult> = points.iter().copied().filter(|p| p.threads == threads).collect();
+    let chosen: Vec<(String, Vec<&PointResult>)> = panels(report)
+        .into_iter()
+        .map(|(period, duty, points)| {
+            (panel_title(&report.workload, period, duty), points.into_iter().filter(|p| p.threads == threads).collect::<Vec<_>>())
+        })
+        .filter(|(_, points)| !points.is_empty())
+        .collect();
     if chosen.is_empty() {
         return Err(format!("no points at {} to plot a histogram of", crate::render::threads(threads)));
     }
-    let title = format!(
-        "Acquisition time, {} at {} (acq time = 2^bin cycles)",
-        panel_title(&report.workload, *period, *duty),
-        crate::render::threads(threads)
-    );
+    // An empty chart said nothing was measured as if it had been.
+    if chosen.iter().flat_map(|(_, points)| points).all(|p| p.wait_ns.hist_log2_cycles.iter().all(|&c| c == 0)) {
+        return Err(format!(
+            "no timed acquisitions at {} to draw (the kernel's locks, under --fs, are not timed)",
+            crate::render::threads(threads)
+        ));
+    }
+    let title = format!("Acquisition time at {} (acq time = 2^bin cycles)", crate::render::threads(threads));
+    let columns = chosen.len().clamp(1, 2);
+    let rows = chosen.len().div_ceil(columns);
+    let size = (900 * columns as u32, 500 * rows as u32 + 40);
     with_backend(
         path,
-        (900, 520),
-        |area| draw_histogram(&title, &chosen, area),
-        |area| draw_histogram(&title, &chosen, area),
+        size,
+        |area| draw_histograms(&title, &chosen, area, rows, columns),
+        |area| draw_histograms(&title, &chosen, area, rows, columns),
     )
+}
+
+fn draw_histograms<DB: DrawingBackend>(
+    title: &str,
+    panels: &[(String, Vec<&PointResult>)],
+    root: DrawingArea<DB, Shift>,
+    rows: usize,
+    columns: usize,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    for ((caption, points), area) in panels.iter().zip(root.split_evenly((rows, columns))) {
+        draw_histogram(caption, points, area)?;
+    }
+    root.present().map_err(err)
 }
 
 fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root: DrawingArea<DB, Shift>) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    root.fill(&WHITE).map_err(err)?;
     let lowest = points
         .iter()
         .filter_map(|p| p.wait_ns.hist_log2_cycles.iter().position(|&c| c > 0))
@@ -216,8 +258,7 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
         .map_err(err)?;
     let lines: Vec<(&str, Vec<(f64, f64)>)> =
         points.iter().map(|p| (p.lock.as_str(), (lowest..highest).map(|b| (b as f64, share(p, b))).collect())).collect();
-    draw_lines(&mut chart, lines, 2).map_err(err)?;
-    root.present().map_err(err)
+    draw_lines(&mut chart, lines, 2).map_err(err)
 }
 
 /// Draws one line per lock (thick for ours, thin for the peers) and the
@@ -345,5 +386,43 @@ mod tests {
             p.ops_per_sec_runs = vec![p.ops_per_sec * 0.9, p.ops_per_sec, p.ops_per_sec * 0.95];
         }
         assert_eq!(lines_drawn(&three_runs, "three") - lines_drawn(&one_run, "one"), 4);
+    }
+
+    fn drawn(name: &str, draw: impl FnOnce(&Path) -> Result<(), String>) -> Result<String, String> {
+        let path = std::env::temp_dir().join(format!("lockmeter-plot-test-{}-{name}.svg", std::process::id()));
+        draw(&path)?;
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        Ok(svg)
+    }
+
+    /// Our variants are drawn thick, as ours; a slow panel reads in a unit
+    /// whose ticks differ.
+    #[test]
+    fn variants_are_ours_and_slow_panels_read_in_their_unit() {
+        assert!(is_ours("adaptive") && is_ours("adaptive-nobail") && is_ours("ticket-nobackoff"));
+        assert!(!is_ours("std") && !is_ours("glibc"));
+        let slow = report(vec![point("adaptive", 1, 20_000.0), point("std", 1, 15_000.0), point("adaptive", 2, 21_000.0), point("std", 2, 14_000.0)]);
+        let svg = drawn("slow", |path| throughput(&slow, path)).unwrap();
+        assert!(svg.contains("kops/s") && !svg.contains("Mops/s"), "the unit of a 20,000 ops/s panel");
+    }
+
+    /// Every panel gets its histogram; a report with no timed acquisition
+    /// at the count asked has nothing to draw, and says so.
+    #[test]
+    fn the_histogram_draws_every_panel_and_refuses_an_empty_one() {
+        let at = |lock: &str, period: u64| {
+            let mut p = point(lock, 4, 1.0);
+            (p.period_ns, p.duty_pct) = (Some(period), Some(8));
+            p.wait_ns.hist_log2_cycles = vec![0, 3, 5, 1];
+            p
+        };
+        let two_panels = report(vec![at("adaptive", 1000), at("std", 1000), at("adaptive", 10000), at("std", 10000)]);
+        let svg = drawn("panels", |path| histogram(&two_panels, 4, path)).unwrap();
+        assert!(svg.contains("P=1000ns") && svg.contains("P=10000ns"), "both panels drawn");
+        let mut untimed = report(vec![point("glibc", 4, 1.0)]);
+        untimed.points[0].wait_ns.hist_log2_cycles = vec![0; 8];
+        let refused = drawn("untimed", |path| histogram(&untimed, 4, path)).unwrap_err();
+        assert!(refused.contains("no timed acquisitions at 4 threads"), "{refused}");
     }
 }

@@ -447,8 +447,17 @@ pub fn plot_saved(
     }
     let text = std::fs::read_to_string(report).map_err(|e| Failure::usage(format!("reading {}: {e}", report.display())))?;
     let mut report = parse_saved_report(&text).map_err(|why| Failure::usage(format!("reading {}: {why}", report.display())))?;
+    // As `bench` takes them: an option that would change nothing is a
+    // mistake to say (an empty --locks drew no lines, --threads without a
+    // histogram was dropped).
+    if threads.is_some() && histogram.is_none() {
+        return Err(Failure::usage("--threads chooses what --histogram draws: give --histogram FILE too"));
+    }
     if let Some(locks) = locks {
         let wanted: Vec<&str> = locks.split(',').map(str::trim).filter(|l| !l.is_empty()).collect();
+        if wanted.is_empty() {
+            return Err(Failure::usage("--locks: no locks given"));
+        }
         if let Some(missing) = wanted.iter().find(|l| !report.points.iter().any(|p| p.lock == **l)) {
             return Err(Failure::usage(format!("--locks: '{missing}' is not in the report")));
         }
