@@ -355,6 +355,10 @@ fn collect(dir: &Path, root: u32) -> Vec<Result<Profile, String>> {
     found.into_iter().map(|(_, path)| Profile::load(&path).map_err(|e| e.0)).collect()
 }
 
+/// The library's variables that `lockmeter run` sets from its options
+/// (`--frames`, `--max-locks`, `--interval`).
+const RUN_OPTION_VARIABLES: [&str; 3] = ["LOCKMETER_FRAMES", "LOCKMETER_MAX_LOCKS", "LOCKMETER_INTERVAL"];
+
 /// Runs `command` under the profiler with its stdout captured (stderr and
 /// stdin inherited) and returns its exit status, its output, and the
 /// profile of its root process.
@@ -367,6 +371,9 @@ pub fn profile_captured(
     let scratch = scratch_dir()?;
     let mut child = Command::new(program);
     child.args(&command[1..]).env_remove("LOCKMETER_LOCK");
+    for variable in RUN_OPTION_VARIABLES {
+        child.env_remove(variable);
+    }
     if let Some(lock) = lock {
         child.env("LOCKMETER_LOCK", lock.name());
     }
@@ -491,6 +498,12 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         .env_remove("LOCKMETER_ROOT_PID")
         .env_remove("LOCKMETER_LOCK")
         .env_remove(lockmeter_oncpu::FD_ENV);
+    // The options say what the run records, their defaults included: a
+    // variable left in the environment overrode `--frames 0`, and an
+    // invalid one stopped CMD before it ran.
+    for variable in RUN_OPTION_VARIABLES {
+        command.env_remove(variable);
+    }
     if let Some(lock) = options.lock {
         command.env("LOCKMETER_LOCK", lock.name());
     }

@@ -1166,6 +1166,31 @@ fn the_librarys_variables_out_of_range_are_refused() {
     }
 }
 
+/// `lockmeter run`'s options decide what it records, their defaults
+/// included: the library's variables left in the environment are not
+/// read (LOCKMETER_FRAMES=4 recorded stacks under the default --frames 0,
+/// and LOCKMETER_FRAMES=99 stopped CMD before it ran).
+#[test]
+fn run_sets_the_librarys_variables_from_its_options_alone() {
+    let file = scratch("inherited").join("profile.json");
+    for (variable, value) in [("LOCKMETER_FRAMES", "4"), ("LOCKMETER_FRAMES", "99"), ("LOCKMETER_INTERVAL", "abc"), ("LOCKMETER_MAX_LOCKS", "0")] {
+        let output = lockmeter()
+            .args(["run", "--format", "json", "-o"])
+            .arg(&file)
+            .arg("--")
+            .arg(subjects())
+            .arg("hold")
+            .env(variable, value)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{variable}={value}: {}", String::from_utf8_lossy(&output.stderr));
+        let profile = Profile::load(&file).unwrap();
+        let cache = lock(&profile, "cache_lock");
+        assert!(cache.stacks.is_empty(), "{variable}={value}: no stacks without --frames");
+        assert_eq!(cache.counters.acquisitions, 2, "{variable}={value}");
+    }
+}
+
 #[test]
 fn bad_input_gets_one_line_and_the_right_exit_code() {
     one_line_error(&lockmeter().args(["run"]).output().unwrap(), 2, "no command given");
