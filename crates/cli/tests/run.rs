@@ -192,6 +192,8 @@ fn timed_out_waits_are_counted_and_shown() {
     let table = render_table(&profile, &TableOptions::default());
     assert!(table.contains("timed out: 9 of 9 waits (WAIT is over all 9, "), "{table}");
     assert!(table.contains("waited at give_up+0x") && table.contains(", 9 timed out"), "{table}");
+    // Every wait WAIT counts is in the histogram (none was).
+    assert_eq!(lock(&profile, "timeout_lock").hist_wait_log2_cycles.iter().sum::<u64>(), 9);
 }
 
 #[test]

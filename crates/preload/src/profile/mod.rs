@@ -652,6 +652,11 @@ impl Profiler {
                 }
             }
         }
+        // In the histogram as in WAIT (a lock whose one wait timed out
+        // showed a WAIT and no histogram).
+        if let Some(waited) = timed_out_after {
+            mine.hist[bin_of(waited).min(HIST_BINS - 1)].add(1, false);
+        }
     }
 
     /// A thread starts waiting for `address`: returns the wait's start and
