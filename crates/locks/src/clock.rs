@@ -244,3 +244,19 @@ mod tests {
         assert!(pauses_in(40_000) >= 2 * count - 1, "the count scales with the span");
     }
 }
+
+/// `RawMutexTimed::try_lock_for` of a lock with a deadline wait
+/// (`until`) and an untimed one (`forever`): a timeout too long to add
+/// to now (`Duration::MAX`) waits without a deadline, as parking_lot's
+/// does (the sum panicked).
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn lock_for(timeout: Duration, until: impl FnOnce(Instant) -> bool, forever: impl FnOnce()) -> bool {
+    match Instant::now().checked_add(timeout) {
+        Some(deadline) => until(deadline),
+        None => {
+            forever();
+            true
+        }
+    }
+}

@@ -165,7 +165,7 @@ unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawFutex<R> {
     type Duration = std::time::Duration;
     type Instant = Instant;
     fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        self.lock_until(Instant::now() + timeout)
+        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
     }
     fn try_lock_until(&self, deadline: Instant) -> bool {
         self.lock_until(deadline)

@@ -100,6 +100,20 @@ fn timed_out<L: RawMutexTimed<Duration = Duration> + Sync + Send + 'static>() {
     // And a free lock is taken before the deadline.
     assert!(lock.try_lock_for(Duration::from_millis(50)));
     unsafe { lock.unlock() };
+    // A timeout too long to be a deadline is none (Duration::MAX panicked
+    // adding itself to now): waited for, held or free.
+    assert!(lock.try_lock_for(Duration::MAX));
+    let other = lock.clone();
+    let waiter = std::thread::spawn(move || {
+        let taken = other.try_lock_for(Duration::MAX);
+        if taken {
+            unsafe { other.unlock() };
+        }
+        taken
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    unsafe { lock.unlock() };
+    assert!(waiter.join().unwrap(), "taken once released");
 }
 
 /// Two threads pass the turn back and forth through one condvar; a lost
