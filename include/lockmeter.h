@@ -28,13 +28,13 @@ extern "C" {
 struct timespec;
 
 typedef union {
-    unsigned char __size[40];
-    long __align;
+    unsigned char lm_bytes[40];
+    long lm_align;
 } lm_mutex_t;
 
 typedef union {
-    unsigned char __size[48];
-    long __align;
+    unsigned char lm_bytes[48];
+    long lm_align;
 } lm_cond_t;
 
 #define LM_MUTEX_INITIALIZER { { 0 } }
@@ -44,7 +44,8 @@ typedef union {
  * EINVAL for an unknown name (m is left untouched). */
 int lm_mutex_init(lm_mutex_t *m, const char *algorithm);
 int lm_mutex_lock(lm_mutex_t *m);
-/* EBUSY if the mutex is held. */
+/* EBUSY if the mutex is held; for "spin", also while a waiter that has
+ * waited too long is owed the lock (its bound on starvation). */
 int lm_mutex_trylock(lm_mutex_t *m);
 /* Absolute CLOCK_REALTIME deadline, as pthread_mutex_timedlock.
  * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9).
@@ -52,7 +53,7 @@ int lm_mutex_trylock(lm_mutex_t *m);
 int lm_mutex_timedlock(lm_mutex_t *m, const struct timespec *abstime);
 /* Any thread may unlock, as with a normal pthread mutex; but "pi", like
  * glibc's PTHREAD_PRIO_INHERIT mutex, returns EPERM to a thread that does
- * not hold it (the lock stays held). */
+ * not hold it (the lock stays held). EPERM for a mutex nobody holds. */
 int lm_mutex_unlock(lm_mutex_t *m);
 /* EBUSY if the mutex is held. */
 int lm_mutex_destroy(lm_mutex_t *m);
@@ -60,6 +61,9 @@ int lm_mutex_destroy(lm_mutex_t *m);
 const char *lm_mutex_algorithm(const lm_mutex_t *m);
 
 int lm_cond_init(lm_cond_t *c);
+/* A cancellation point, as pthread_cond_wait: a thread cancelled while it
+ * waits holds the mutex again when its cleanup handlers run. EPERM (no
+ * wait) when the mutex cannot be released. */
 int lm_cond_wait(lm_cond_t *c, lm_mutex_t *m);
 /* Absolute CLOCK_REALTIME deadline; ETIMEDOUT (the mutex is held again). */
 int lm_cond_timedwait(lm_cond_t *c, lm_mutex_t *m, const struct timespec *abstime);

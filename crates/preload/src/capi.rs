@@ -1,7 +1,7 @@
 //! The C ABI: `lm_mutex_*` and `lm_cond_*` over [`AnyMutex`] and [`Condvar`],
 //! with pthread-style return values.
 
-use lockmeter_locks::{config, Algorithm, AnyMutex, Condvar, WaitResult};
+use lockmeter_locks::{config, Algorithm, AnyMutex, Condvar};
 use std::ffi::{c_char, c_int, CStr};
 use std::time::{Duration, Instant};
 
@@ -153,10 +153,22 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
 /// `m` is held by the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn lm_mutex_unlock(m: *mut LmMutex) -> c_int {
-    // SAFETY: caller's contract; as with a normal pthread mutex, the
-    // releasing thread need not be the one that locked it (but for `pi`,
-    // as for glibc's PI mutex: EPERM, the lock still held).
-    if unsafe { mutex(m).unlock_from_any_thread() } {
+    // SAFETY: caller's contract.
+    unlock(unsafe { mutex(m) })
+}
+
+/// As with a normal pthread mutex, the releasing thread need not be the
+/// one that locked it (but for `pi`, as for glibc's PI mutex: EPERM, the
+/// lock still held). A mutex nobody holds is EPERM too: released again,
+/// `ticket` counted a turn nobody would take (every later lock hung) and
+/// `mcs` followed a queue node that was gone (a crash).
+fn unlock(lock: &AnyMutex) -> c_int {
+    if !lock.is_locked() {
+        return libc::EPERM;
+    }
+    // SAFETY: the mutex is held, by this thread or (the caller says) one
+    // whose hold this thread ends.
+    if unsafe { lock.unlock_from_any_thread() } {
         0
     } else {
         libc::EPERM
@@ -196,9 +208,30 @@ pub unsafe extern "C" fn lm_cond_init(c: *mut LmCond) -> c_int {
 /// `c` is initialised; `m` is held by the calling thread.
 #[no_mangle]
 pub unsafe extern "C" fn lm_cond_wait(c: *mut LmCond, m: *mut LmMutex) -> c_int {
-    // SAFETY: caller's contract: the mutex is held.
-    unsafe { cond(c).wait_raw(mutex(m), None) };
-    0
+    // SAFETY: caller's contract.
+    unsafe { wait(c, m, None) }
+}
+
+/// A wait as `pthread_cond_wait`'s, a cancellation point: a thread
+/// cancelled while blocked holds the mutex again when its cleanup
+/// handlers run (it could not be cancelled there at all).
+///
+/// # Safety
+/// As for `lm_cond_wait`.
+unsafe fn wait(c: *mut LmCond, m: *mut LmMutex, deadline: Option<Instant>) -> c_int {
+    // SAFETY: caller's contract: the mutex is held; nothing here drops.
+    unsafe {
+        let lock = mutex(m);
+        crate::replace::cond::wait_on(
+            cond(c),
+            || unlock(lock),
+            || {
+                lock.lock();
+                0
+            },
+            deadline,
+        )
+    }
 }
 
 /// # Safety
@@ -210,11 +243,8 @@ pub unsafe extern "C" fn lm_cond_timedwait(c: *mut LmCond, m: *mut LmMutex, abst
         Deadline::Never => None,
         Deadline::At(deadline) => Some(deadline),
     };
-    // SAFETY: caller's contract: the mutex is held.
-    match unsafe { cond(c).wait_raw(mutex(m), deadline) } {
-        WaitResult::Notified => 0,
-        WaitResult::TimedOut => libc::ETIMEDOUT,
-    }
+    // SAFETY: caller's contract.
+    unsafe { wait(c, m, deadline) }
 }
 
 /// # Safety

@@ -118,11 +118,25 @@ unsafe extern "C" fn leave_cancelled_wait(argument: *mut libc::c_void) {
 pub unsafe fn wait(
     c: *mut libc::pthread_cond_t,
     release: impl FnOnce() -> libc::c_int,
-    mut reacquire: impl FnMut() -> libc::c_int,
+    reacquire: impl FnMut() -> libc::c_int,
     deadline: Option<Instant>,
 ) -> libc::c_int {
     // SAFETY: forwarded contract.
-    let condvar = &unsafe { served(c) }.condvar;
+    unsafe { wait_on(&served(c).condvar, release, reacquire, deadline) }
+}
+
+/// [`wait`] on `condvar`, wherever it lives (a served `pthread_cond_t`, or
+/// the C library's `lm_cond_t`).
+///
+/// # Safety
+/// The caller holds the mutex `release` releases; the frames above hold
+/// nothing that drops (a cancellation unwinds through them).
+pub unsafe fn wait_on(
+    condvar: &Condvar,
+    release: impl FnOnce() -> libc::c_int,
+    mut reacquire: impl FnMut() -> libc::c_int,
+    deadline: Option<Instant>,
+) -> libc::c_int {
     // Read before blocking: the call that blocks reads no clock.
     let deadline = match deadline.map(futex::absolute) {
         Some(None) => Some(libc::timespec { tv_sec: 0, tv_nsec: 0 }),

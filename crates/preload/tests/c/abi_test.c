@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -163,6 +164,41 @@ static int destroy_right_after_broadcast(void) {
     return destroyed == 200;
 }
 
+/* A wait is a cancellation point, as pthread_cond_wait's: the cancelled
+ * waiter holds the mutex again in its cleanup handler (it could not be
+ * cancelled there: the join waited for ever). */
+static int held_in_cleanup;
+static void note_held_and_unlock(void *arg) {
+    (void)arg;
+    held_in_cleanup = lm_mutex_trylock(&mutex) == EBUSY;
+    lm_mutex_unlock(&mutex);
+}
+static void *wait_to_be_cancelled(void *arg) {
+    lm_mutex_lock(&mutex);
+    pthread_cleanup_push(note_held_and_unlock, NULL);
+    for (;;) lm_cond_wait(&cond, &mutex);
+    pthread_cleanup_pop(0);
+    return arg;
+}
+static int cancelled_in_a_wait(void) {
+    pthread_t t;
+    held_in_cleanup = 0;
+    pthread_create(&t, NULL, wait_to_be_cancelled, NULL);
+    usleep(20000);
+    pthread_cancel(t);
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += 5;
+    void *result = NULL;
+    if (pthread_timedjoin_np(t, &result, &give_up) != 0) {
+        /* Still waiting, it would take part in every later check: stop. */
+        check(0, "-", "a thread cancelled in a cond wait ends within 5 s");
+        printf("%d passed, %d failed\n", passed, failed);
+        exit(1);
+    }
+    return result == PTHREAD_CANCELED && held_in_cleanup && lm_mutex_trylock(&mutex) == 0 && lm_mutex_unlock(&mutex) == 0;
+}
+
 static void test_algorithm(const char *name) {
     check(lm_mutex_init(&mutex, name) == 0, name, "init");
     check(strcmp(lm_mutex_algorithm(&mutex), name) == 0, name, "algorithm name round-trips");
@@ -196,6 +232,7 @@ static void test_algorithm(const char *name) {
         check(lm_mutex_trylock(&mutex) == EBUSY, name, "and the mutex is still held");
     }
     check(lm_mutex_unlock(&mutex) == 0, name, "unlock by the holder");
+    check(lm_mutex_unlock(&mutex) == EPERM, name, "unlocking a free mutex is EPERM");
     check(lm_mutex_trylock(&mutex) == 0, name, "trylock on a free mutex succeeds");
     lm_mutex_unlock(&mutex);
     struct timespec soon = in_ms(20);
@@ -216,6 +253,7 @@ static void test_algorithm(const char *name) {
     check(lm_mutex_trylock(&mutex) == EBUSY, name, "the mutex is held again after a timed-out wait");
     lm_mutex_unlock(&mutex);
     check(far_deadline_waits_for_signal(), name, "cond timedwait with a far-future deadline waits for the signal");
+    check(cancelled_in_a_wait(), name, "a thread cancelled in a cond wait holds the mutex in its cleanup");
     check(lm_cond_destroy(&cond) == 0, name, "cond destroy");
     check(destroy_right_after_broadcast(), name, "cond destroy right after a broadcast");
     check(lm_mutex_destroy(&mutex) == 0, name, "destroy a free mutex");
