@@ -270,3 +270,36 @@ fn a_wait_in_progress_sorts_and_filters_as_a_wait() {
     let kept: Vec<&str> = profile::selected_locks(&profile, profile::SortKey::Wait, 1_000_000).iter().map(|l| l.name.as_str()).collect();
     assert_eq!(kept, ["stuck", "busy"]);
 }
+
+/// The histograms are the most waited-for locks' whatever the rows' order:
+/// sorted by acquisitions, the three locks taken most were drawn and the
+/// most waited-for, taken least, left out.
+#[test]
+fn the_histograms_are_the_most_waited_fors_in_any_order() {
+    let lock = |name: &str, acquisitions: u64, wait_ms: u64| LockProfile {
+        name: name.into(),
+        kind: Kind::Mutex,
+        locks: 1,
+        counters: Counters {
+            acquisitions,
+            contended: 1,
+            wait_ns: Durations::new(wait_ms * 1_000_000, 1, wait_ms * 1_000_000),
+            ..Counters::default()
+        },
+        hist_wait_log2_cycles: vec![0, 0, 1],
+        ..LockProfile::default()
+    };
+    let profile = Profile {
+        locks: vec![lock("taken_most", 1000, 20), lock("waited_most", 10, 50), lock("third", 500, 30), lock("second", 400, 40)],
+        duration_ns: 1_000_000_000,
+        ..Profile::default()
+    };
+    let options = profile::TableOptions { sort: profile::SortKey::Acquisitions, ..profile::TableOptions::default() };
+    let table = profile::render_table(&profile, &options);
+    let histograms = &table[table.find("wait time, log2 cycles").expect("a histogram section")..];
+    let titles = histograms.lines().nth(1).unwrap_or("");
+    for drawn in ["waited_most", "second", "third"] {
+        assert!(titles.contains(drawn), "{drawn} drawn: {histograms}");
+    }
+    assert!(!titles.contains("taken_most"), "the least waited-for left out: {histograms}");
+}

@@ -168,8 +168,14 @@ fn span(ns: u64) -> String {
     }
 }
 
+/// The histograms of the `how_many` most waited-for locks, whatever order
+/// the table's rows are in (sorted by acquisitions, the locks taken most
+/// were drawn, and the most waited-for left out).
 fn render_histograms(out: &mut String, locks: &[&LockProfile], how_many: usize) {
-    let waited: Vec<&&LockProfile> = locks.iter().filter(|l| l.hist_wait_log2_cycles.iter().any(|&c| c > 0)).take(how_many).collect();
+    let mut waited: Vec<&&LockProfile> = locks.iter().filter(|l| l.hist_wait_log2_cycles.iter().any(|&c| c > 0)).collect();
+    // Stable: equal waits keep the table's order.
+    waited.sort_by_key(|l| std::cmp::Reverse(l.counters.wait_ns.total));
+    waited.truncate(how_many);
     if waited.is_empty() {
         return;
     }
