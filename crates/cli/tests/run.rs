@@ -351,6 +351,19 @@ fn a_long_first_hold_among_a_few_reads_as_one() {
     }
 }
 
+/// The holders' delay is all the time waited for the lock, a wait given
+/// up during a hold included: 100 + 90 ms under main's hold, 50 under the
+/// thread's (it read 0), 240 ms, WAIT's total.
+#[test]
+fn a_wait_given_up_during_a_hold_delays_it() {
+    let (output, profile) = profile(&["given_up"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let c = &lock(&profile, "given_up_lock").counters;
+    assert_eq!(c.timeout, 1);
+    within(c.wait_ns.total, 235, 300, "WAIT");
+    within(c.delay_ns, 235, 300, "the holders' delay");
+}
+
 #[test]
 fn a_lock_taken_at_two_lines_in_turn_is_sampled_at_both() {
     // Sampled by the lock's count, every timed hold fell on the empty line

@@ -653,6 +653,40 @@ static int first_long(int n) {
     return 0;
 }
 
+/* given_up: main holds given_up_lock 100 ms; a thread waits for it from
+ * the start and holds it 100 ms; another waits from 10 ms with a 140 ms
+ * timed lock, and gives up at 150 ms, during the first thread's hold. */
+pthread_mutex_t given_up_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *hold_100ms(void *arg) {
+    pthread_mutex_lock(&given_up_lock);
+    sleep_ms(100);
+    pthread_mutex_unlock(&given_up_lock);
+    return arg;
+}
+
+static void *give_up_at_150ms(void *arg) {
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_nsec += 140 * 1000000L;
+    if (at.tv_nsec >= 1000000000L) { at.tv_sec++; at.tv_nsec -= 1000000000L; }
+    if (pthread_mutex_timedlock(&given_up_lock, &at) == 0) abort();
+    return arg;
+}
+
+static int given_up(void) {
+    pthread_t holder, quitter;
+    pthread_mutex_lock(&given_up_lock);
+    pthread_create(&holder, NULL, hold_100ms, NULL);
+    sleep_ms(10);
+    pthread_create(&quitter, NULL, give_up_at_150ms, NULL);
+    sleep_ms(90);
+    pthread_mutex_unlock(&given_up_lock);
+    pthread_join(holder, NULL);
+    pthread_join(quitter, NULL);
+    return 0;
+}
+
 /* alternate: 20,000 rounds, each taking alternate_lock at one line for
  * nothing and at another for 5 us: held about 100 ms in all. */
 pthread_mutex_t alternate_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -832,6 +866,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();
+    if (!strcmp(mode, "given_up")) return given_up();
     if (!strcmp(mode, "first_long") && argc > 2) return first_long(atoi(argv[2]));
     if (!strcmp(mode, "churn") && argc > 2) return churn(atoi(argv[2]), 1);
     if (!strcmp(mode, "churn_static") && argc > 2) return churn(atoi(argv[2]), 0);

@@ -121,7 +121,7 @@ fn cancellable(
     unsafe extern "C" fn end_cancelled_wait(argument: *mut libc::c_void) {
         // SAFETY: the `Begun` of the wait being unwound, alive in its frame.
         let begun = unsafe { &*argument.cast::<Begun>() };
-        let (now, _) = begun.profiler.end_wait(begun.started);
+        let (now, _) = begun.profiler.end_wait(begun.started, false);
         if let Some((mutex, pc)) = begun.reacquired {
             begun.profiler.acquired_exclusive(Kind::Mutex, mutex, pc, Acquired::CondReacquire, Some(now));
         }
@@ -155,7 +155,7 @@ fn exclusive(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_
 fn waited_exclusive(profiler: &super::Profiler, kind: Kind, address: usize, pc: usize, block: impl FnOnce() -> c_int) -> c_int {
     let started = profiler.begin_wait(kind, address, pc);
     let result = block();
-    let (now, waited) = profiler.end_wait(started);
+    let (now, waited) = profiler.end_wait(started, result == 0 || result == libc::EOWNERDEAD);
     if result == libc::EOWNERDEAD {
         profiler.owner_died(kind, address, pc);
     }
@@ -208,7 +208,7 @@ fn shared(
     let started = profiler.begin_wait(kind, address, pc);
     let result = cancellable(profiler, started, None, block);
     let errno = errno();
-    let (now, waited) = profiler.end_wait(started);
+    let (now, waited) = profiler.end_wait(started, matches!(outcome(result), Outcome::Acquired));
     match outcome(result) {
         Outcome::Acquired => profiler.acquired_shared(kind, address, pc, Acquired::Waited(waited), Some(now)),
         Outcome::TimedOut => profiler.refused(kind, address, pc, SHARED, Some(waited)),
@@ -359,7 +359,7 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
     }
     let started = profiler.begin_wait(Kind::Mutex, m as usize, pc);
     let result = block();
-    let (now, waited) = profiler.end_wait(started);
+    let (now, waited) = profiler.end_wait(started, result == 0);
     match result {
         0 => {
             let how = match served::last_acquire() {
@@ -669,7 +669,7 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     profiler.released(release);
     let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
     let result = cancellable(profiler, started, Some((m as usize, pc)), wait);
-    let (now, waited) = profiler.end_wait(started);
+    let (now, waited) = profiler.end_wait(started, result == 0);
     match result {
         0 => profiler.acquired_shared(Kind::Cond, c as usize, pc, Acquired::Waited(waited), Some(now)),
         libc::ETIMEDOUT => profiler.refused(Kind::Cond, c as usize, pc, SHARED, Some(waited)),

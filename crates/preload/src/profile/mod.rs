@@ -674,12 +674,16 @@ impl Profiler {
         (now, found.map(|(_, r)| r))
     }
 
-    /// The wait that [`Profiler::begin_wait`] started is over: cycles waited.
+    /// The wait that [`Profiler::begin_wait`] started is over, with the
+    /// lock or without it (`acquired`): the time, and cycles waited.
     #[inline]
-    pub fn end_wait(&self, started: Started<'_>) -> (u64, u64) {
+    pub fn end_wait(&self, started: Started<'_>, acquired: bool) -> (u64, u64) {
         let now = cycles();
         if let Some(record) = started.1 {
             record.clock.leave(started.0);
+            if !acquired {
+                record.clock.gave_up(started.0, now);
+            }
         }
         let waited = now.saturating_sub(started.0);
         if self.frames > 0 {

@@ -112,7 +112,11 @@ pub struct SideCounters {
 ///   n_a (t_r - t_a) + sum over newcomers of (t_r - start)
 ///   = n_r t_r - n_a t_a - (s_r - s_a)
 ///
-/// (a waiter leaves only by acquiring, which the hold prevents).
+/// when a waiter leaves only by acquiring, which the hold prevents. One
+/// that gives up (a timed lock) during the hold leaves the formula short
+/// by exactly the time it waited (t_l - start), present at t_a or come
+/// since: so the waits given up are summed apart (g), and the delay is the
+/// formula plus g_r - g_a (a timed-out waiter's 50 ms under a hold read 0).
 ///
 /// Both live in one word, so a holder reads them together with one load:
 /// the count in the low 16 bits, the sum above it in units of 1024 cycles
@@ -122,6 +126,8 @@ pub struct SideCounters {
 #[derive(Default)]
 pub struct WaiterClock {
     word: AtomicU64,
+    /// Units waited by the waiters that gave up, in all (modulo 2^64).
+    given_up: AtomicU64,
 }
 
 const COUNT_BITS: u32 = 16;
@@ -130,21 +136,23 @@ const SUM_MASK: u64 = (1 << 48) - 1;
 
 /// A [`Waiters`] snapshot kept in a thread block.
 #[derive(Default)]
-pub struct AtomicWaiters(AtomicU64);
+pub struct AtomicWaiters(AtomicU64, AtomicU64);
 
 impl AtomicWaiters {
     pub fn store(&self, waiters: Waiters, order: std::sync::atomic::Ordering) {
         self.0.store(waiters.0, order);
+        self.1.store(waiters.1, order);
     }
 
     pub fn load(&self, order: std::sync::atomic::Ordering) -> Waiters {
-        Waiters(self.0.load(order))
+        Waiters(self.0.load(order), self.1.load(order))
     }
 }
 
-/// What a holder saw of the waiters at one moment.
+/// What a holder saw of the waiters at one moment: the clock's word and
+/// the waits given up so far.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Waiters(u64);
+pub struct Waiters(u64, u64);
 
 impl Waiters {
     /// Threads waiting.
@@ -172,17 +180,23 @@ impl WaiterClock {
         self.word.fetch_sub(Self::delta(start), Release);
     }
 
+    /// The thread that arrived at `start` and left at `left` gave up:
+    /// its wait ended without the lock (call after [`Self::leave`]).
+    pub fn gave_up(&self, start: u64, left: u64) {
+        self.given_up.fetch_add((left >> UNIT_SHIFT).wrapping_sub(start >> UNIT_SHIFT), Release);
+    }
+
     /// The waiters now.
     #[inline(always)]
     pub fn now(&self) -> Waiters {
-        Waiters(self.word.load(Acquire))
+        Waiters(self.word.load(Acquire), self.given_up.load(Acquire))
     }
 
     /// Cycles the threads waiting at `waiters` have waited by `now`, in
     /// all: the delay of a hold from the start of time, when nobody
-    /// waited, to now.
+    /// waited, to now (the waits given up before are none of it).
     pub fn waited_so_far(waiters: Waiters, now: u64) -> u64 {
-        Self::delay(Waiters::default(), 0, waiters, now)
+        Self::delay(Waiters(0, waiters.1), 0, waiters, now)
     }
 
     /// Waiter-cycles during a hold from `at_start` (time `started`) to
@@ -191,9 +205,10 @@ impl WaiterClock {
         let arrived = at_end.count().wrapping_mul(ended >> UNIT_SHIFT);
         let present = at_start.count().wrapping_mul(started >> UNIT_SHIFT);
         let starts = at_end.start_sum().wrapping_sub(at_start.start_sum());
-        let units = arrived.wrapping_sub(present).wrapping_sub(starts) & SUM_MASK;
+        let given_up = at_end.1.wrapping_sub(at_start.1);
+        let units = arrived.wrapping_sub(present).wrapping_sub(starts).wrapping_add(given_up) & SUM_MASK;
         // Above half the range is a "negative" result: a waiter that gave
-        // up (a timed lock) during the hold.
+        // up as the hold ended, seen gone but its wait not yet summed.
         if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
     }
 }
@@ -874,6 +889,28 @@ mod tests {
         clock.leave(1500 * u);
         assert!(clock.now() == Waiters::default());
         assert_eq!(WaiterClock::delay(Waiters::default(), 0, Waiters::default(), 5000 * u), 0, "nobody waited");
+    }
+
+    /// Waiters that give up during a hold count the time they waited in
+    /// it (the formula alone read 0 for one there from the start).
+    #[test]
+    fn a_wait_given_up_during_the_hold_counts_until_it_ends() {
+        let u = 1 << UNIT_SHIFT;
+        let clock = WaiterClock::default();
+        clock.arrive(500 * u); // waiting before the hold starts at 1000...
+        clock.arrive(10 * u); // ...and one that gives up before it
+        clock.leave(10 * u);
+        clock.gave_up(10 * u, 400 * u);
+        let at_start = clock.now();
+        clock.arrive(1500 * u); // comes during the hold, gives up at 2500
+        clock.leave(500 * u); // gives up at 2000
+        clock.gave_up(500 * u, 2000 * u);
+        clock.leave(1500 * u);
+        clock.gave_up(1500 * u, 2500 * u);
+        let at_end = clock.now();
+        // Ends at 3000: (2000 - 1000) + (2500 - 1500); the one gone before is none of it.
+        assert_eq!(WaiterClock::delay(at_start, 1000 * u, at_end, 3000 * u), (1000 + 1000) * u);
+        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 0, "nobody waits now");
     }
 
     #[test]
