@@ -411,7 +411,8 @@ impl Profiler {
     /// at exit, then as a hold of no time). Whatever block records it open
     /// (its thread's, given back or claimed again), no other thread holds
     /// the lock now; a block claimed again is counted into by its new
-    /// thread as well, so the hold is added atomically.
+    /// thread as well, so the hold is added atomically (the new thread's
+    /// own plain adds can still lose one of the two, should they meet).
     #[cold]
     pub fn owner_died(&self, kind: Kind, address: usize, pc: usize) {
         let Some((index, record)) = self.record(kind, address, pc) else { return };
@@ -680,9 +681,10 @@ impl Profiler {
     pub fn end_wait(&self, started: Started<'_>, acquired: bool) -> (u64, u64) {
         let now = cycles();
         if let Some(record) = started.1 {
-            record.clock.leave(started.0);
-            if !acquired {
-                record.clock.gave_up(started.0, now);
+            if acquired {
+                record.clock.leave(started.0);
+            } else {
+                record.clock.give_up(started.0, now);
             }
         }
         let waited = now.saturating_sub(started.0);

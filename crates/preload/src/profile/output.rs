@@ -859,9 +859,8 @@ fn in_progress(blocks: &[&ThreadBlock], index: u32, record: &table::LockRecord, 
         }
         progress.readers += u64::from(mine.reads_open.load(Relaxed));
     }
-    let waiters = record.clock.now();
-    progress.waiters = waiters.count();
-    progress.waited_ns = units.ns(table::WaiterClock::waited_so_far(waiters, now));
+    progress.waiters = record.clock.now().count();
+    progress.waited_ns = units.ns(record.clock.waited_so_far(now));
     (progress.holders + progress.readers + progress.waiters > 0).then_some(progress)
 }
 

@@ -113,10 +113,14 @@ pub struct SideCounters {
 ///   = n_r t_r - n_a t_a - (s_r - s_a)
 ///
 /// when a waiter leaves only by acquiring, which the hold prevents. One
-/// that gives up (a timed lock) during the hold leaves the formula short
-/// by exactly the time it waited (t_l - start), present at t_a or come
-/// since: so the waits given up are summed apart (g), and the delay is the
-/// formula plus g_r - g_a (a timed-out waiter's 50 ms under a hold read 0).
+/// that gives up (a timed lock) at t_l during the hold must count t_l -
+/// max(start, t_a): it leaves with its leaving time in place of its start
+/// (the sum loses t_l, not start), which the formula then gives exactly,
+/// present at t_a or come since, in the same one word a holder loads (a
+/// timed-out waiter's 50 ms under a hold read 0; summed in a second word,
+/// a holder's two loads could see a waiter both present and gone).
+/// The sum then exceeds the present waiters' starts by the give-ups'
+/// waits, kept apart for the waits in progress.
 ///
 /// Both live in one word, so a holder reads them together with one load:
 /// the count in the low 16 bits, the sum above it in units of 1024 cycles
@@ -126,7 +130,8 @@ pub struct SideCounters {
 #[derive(Default)]
 pub struct WaiterClock {
     word: AtomicU64,
-    /// Units waited by the waiters that gave up, in all (modulo 2^64).
+    /// Units waited by the waiters that gave up, in all (modulo 2^64):
+    /// what the sum holds beyond the present waiters' starts.
     given_up: AtomicU64,
 }
 
@@ -136,23 +141,21 @@ const SUM_MASK: u64 = (1 << 48) - 1;
 
 /// A [`Waiters`] snapshot kept in a thread block.
 #[derive(Default)]
-pub struct AtomicWaiters(AtomicU64, AtomicU64);
+pub struct AtomicWaiters(AtomicU64);
 
 impl AtomicWaiters {
     pub fn store(&self, waiters: Waiters, order: std::sync::atomic::Ordering) {
         self.0.store(waiters.0, order);
-        self.1.store(waiters.1, order);
     }
 
     pub fn load(&self, order: std::sync::atomic::Ordering) -> Waiters {
-        Waiters(self.0.load(order), self.1.load(order))
+        Waiters(self.0.load(order))
     }
 }
 
-/// What a holder saw of the waiters at one moment: the clock's word and
-/// the waits given up so far.
+/// What a holder saw of the waiters at one moment.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Waiters(u64, u64);
+pub struct Waiters(u64);
 
 impl Waiters {
     /// Threads waiting.
@@ -180,23 +183,27 @@ impl WaiterClock {
         self.word.fetch_sub(Self::delta(start), Release);
     }
 
-    /// The thread that arrived at `start` and left at `left` gave up:
-    /// its wait ended without the lock (call after [`Self::leave`]).
-    pub fn gave_up(&self, start: u64, left: u64) {
-        self.given_up.fetch_add((left >> UNIT_SHIFT).wrapping_sub(start >> UNIT_SHIFT), Release);
+    /// The thread that arrived at `start` gives up at `left`: its wait
+    /// ends without the lock (instead of [`Self::leave`]).
+    pub fn give_up(&self, start: u64, left: u64) {
+        self.word.fetch_sub(Self::delta(left), Release);
+        self.given_up.fetch_add((left >> UNIT_SHIFT).wrapping_sub(start >> UNIT_SHIFT), Relaxed);
     }
 
     /// The waiters now.
     #[inline(always)]
     pub fn now(&self) -> Waiters {
-        Waiters(self.word.load(Acquire), self.given_up.load(Acquire))
+        Waiters(self.word.load(Acquire))
     }
 
-    /// Cycles the threads waiting at `waiters` have waited by `now`, in
-    /// all: the delay of a hold from the start of time, when nobody
-    /// waited, to now (the waits given up before are none of it).
-    pub fn waited_so_far(waiters: Waiters, now: u64) -> u64 {
-        Self::delay(Waiters(0, waiters.1), 0, waiters, now)
+    /// Cycles the threads waiting now have waited by `now`, in all (for a
+    /// snapshot: a waiter giving up between the two loads is off by its
+    /// wait).
+    pub fn waited_so_far(&self, now: u64) -> u64 {
+        let waiters = self.now();
+        let given_up = self.given_up.load(Relaxed);
+        let units = waiters.count().wrapping_mul(now >> UNIT_SHIFT).wrapping_sub(waiters.start_sum()).wrapping_sub(given_up) & SUM_MASK;
+        if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
     }
 
     /// Waiter-cycles during a hold from `at_start` (time `started`) to
@@ -205,10 +212,8 @@ impl WaiterClock {
         let arrived = at_end.count().wrapping_mul(ended >> UNIT_SHIFT);
         let present = at_start.count().wrapping_mul(started >> UNIT_SHIFT);
         let starts = at_end.start_sum().wrapping_sub(at_start.start_sum());
-        let given_up = at_end.1.wrapping_sub(at_start.1);
-        let units = arrived.wrapping_sub(present).wrapping_sub(starts).wrapping_add(given_up) & SUM_MASK;
-        // Above half the range is a "negative" result: a waiter that gave
-        // up as the hold ended, seen gone but its wait not yet summed.
+        let units = arrived.wrapping_sub(present).wrapping_sub(starts) & SUM_MASK;
+        // Never "negative" from the waiters: guarded all the same.
         if units > SUM_MASK / 2 { 0 } else { units << UNIT_SHIFT }
     }
 }
@@ -899,31 +904,32 @@ mod tests {
         let clock = WaiterClock::default();
         clock.arrive(500 * u); // waiting before the hold starts at 1000...
         clock.arrive(10 * u); // ...and one that gives up before it
-        clock.leave(10 * u);
-        clock.gave_up(10 * u, 400 * u);
+        clock.give_up(10 * u, 400 * u);
         let at_start = clock.now();
         clock.arrive(1500 * u); // comes during the hold, gives up at 2500
-        clock.leave(500 * u); // gives up at 2000
-        clock.gave_up(500 * u, 2000 * u);
-        clock.leave(1500 * u);
-        clock.gave_up(1500 * u, 2500 * u);
+        clock.arrive(1800 * u); // comes during the hold, still waits at its end
+        clock.give_up(500 * u, 2000 * u);
+        clock.give_up(1500 * u, 2500 * u);
         let at_end = clock.now();
-        // Ends at 3000: (2000 - 1000) + (2500 - 1500); the one gone before is none of it.
-        assert_eq!(WaiterClock::delay(at_start, 1000 * u, at_end, 3000 * u), (1000 + 1000) * u);
-        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 0, "nobody waits now");
+        // Ends at 3000: (2000 - 1000) + (2500 - 1500) + (3000 - 1800); the
+        // one gone before is none of it.
+        assert_eq!(WaiterClock::delay(at_start, 1000 * u, at_end, 3000 * u), (1000 + 1000 + 1200) * u);
+        assert_eq!(clock.waited_so_far(5000 * u), 3200 * u, "the one still waiting");
+        clock.leave(1800 * u);
+        assert_eq!(clock.waited_so_far(5000 * u), 0, "nobody waits now");
     }
 
     #[test]
     fn waits_so_far_are_the_waiters_time_since_they_came() {
         let clock = WaiterClock::default();
         let u = 1 << UNIT_SHIFT;
-        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 0);
+        assert_eq!(clock.waited_so_far(5000 * u), 0);
         clock.arrive(1000 * u);
         clock.arrive(3000 * u);
         assert_eq!(clock.now().count(), 2);
-        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), (4000 + 2000) * u);
+        assert_eq!(clock.waited_so_far(5000 * u), (4000 + 2000) * u);
         clock.leave(1000 * u);
-        assert_eq!(WaiterClock::waited_so_far(clock.now(), 5000 * u), 2000 * u);
+        assert_eq!(clock.waited_so_far(5000 * u), 2000 * u);
     }
 
     #[test]
