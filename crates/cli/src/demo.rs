@@ -185,7 +185,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     }
     println!();
     profile_a_program(2 * SCENARIOS.len() + 4, settings.plot.as_deref());
-    torture_every_lock(2 * SCENARIOS.len() + 7);
+    let tortured = torture_every_lock(2 * SCENARIOS.len() + 7);
     kernel_assisted_spinning(2 * SCENARIOS.len() + 8, settings, &calibration);
     println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
@@ -193,7 +193,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     println!("`lockmeter bench scorecard` judges every performance target of adaptive on this machine;");
     println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C;");
     println!("`lockmeter run --oncpu --lock adaptive -- YOUR_PROGRAM` or `sudo lockmeter oncpu enable` gives adaptive the on-CPU table.");
-    Ok(())
+    tortured
 }
 
 /// Section: `adaptive` with and without the on-CPU table (needs root; says
@@ -242,8 +242,9 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
 }
 
 /// Section: a short `lockmeter torture` of every algorithm, and of the
-/// broken lock it must catch.
-fn torture_every_lock(number: usize) {
+/// broken lock it must catch. `Err` if a lock failed (or `busted` was not
+/// caught): the demo then ends non-zero, after its last section.
+fn torture_every_lock(number: usize) -> Result<(), String> {
     use lockmeter_bench::torture::{self, Config, Subject};
     println!("{number}. Reliability: `lockmeter torture`, every algorithm for 300 ms at 4 threads, then `busted`\n");
     let options = crate::torture::Options {
@@ -254,8 +255,11 @@ fn torture_every_lock(number: usize) {
         stall: std::time::Duration::from_secs(5),
         json: false,
     };
-    if let Err(e) = crate::torture::torture(&options) {
-        println!("   (torture failed to run: {e})");
+    let mut failure = None;
+    match crate::torture::torture(&options) {
+        Ok(true) => {}
+        Ok(false) => failure = Some(format!("a lock failed its torture (section {number})")),
+        Err(e) => println!("   (torture failed to run: {e})"),
     }
     let busted = torture::run(&Config {
         subject: Subject::Busted,
@@ -265,18 +269,23 @@ fn torture_every_lock(number: usize) {
         stall: std::time::Duration::from_secs(5),
     });
     match busted.violation {
-        Some(violation) => println!("\nbusted (a deliberately broken lock) was caught after {:.3} s: {violation}\n", busted.seconds),
-        None => println!("\nbusted was NOT caught: the torture is broken\n"),
+        Some(violation) => println!("\nbusted (a deliberately broken lock) was caught: {violation}\n"),
+        None => {
+            println!("\nbusted was NOT caught: the torture is broken\n");
+            failure.get_or_insert_with(|| format!("the torture did not catch busted (section {number})"));
+        }
     }
+    failure.map_or(Ok(()), Err)
 }
 
 /// The bundled program `lockmeter run` is shown on.
 const CACHE_SOURCE: &str = include_str!("../demo/cache.c");
 
-/// Compiles the bundled cache program with the system's C compiler.
-fn build_cache_program() -> Result<std::path::PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!("lockmeter-demo.{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+/// Compiles the bundled cache program with the system's C compiler, in
+/// `dir`: a private directory of this run's (in one named by the pid, a
+/// directory another user made first was used, its files written through
+/// and its program run, as root for the demo's last section).
+fn build_cache_program(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let source = dir.join("cache.c");
     let binary = dir.join("cache");
     std::fs::write(&source, CACHE_SOURCE).map_err(|e| format!("cannot write {}: {e}", source.display()))?;
@@ -295,9 +304,17 @@ fn build_cache_program() -> Result<std::path::PathBuf, String> {
 
 /// Section: `lockmeter run` on the bundled cache program.
 fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
-    println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4` (a bundled C program: 4 threads");
+    println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4 200000` (a bundled C program: 4 threads");
     println!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
-    let binary = match build_cache_program() {
+    // Removed when this section ends, however it ends.
+    let scratch = match crate::run::scratch_dir("lockmeter-demo") {
+        Ok(scratch) => scratch,
+        Err(failure) => {
+            println!("   (skipped: {})\n", failure.message);
+            return;
+        }
+    };
+    let binary = match build_cache_program(&scratch.0) {
         Ok(binary) => binary,
         Err(e) => {
             println!("   (skipped: {e})\n");
@@ -320,9 +337,6 @@ fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
     }
     cure_a_program(number + 1, &binary, plot);
     profile_a_hung_program(number + 2, &binary);
-    if let Some(dir) = binary.parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }
 
 /// Section: a hung program, stopped by its watchdog: the profile shows
@@ -358,9 +372,9 @@ pub fn advise_plot(plot: &std::path::Path) -> std::path::PathBuf {
 /// chance is unlikely (three can never be enough), and two of our locks
 /// keep the section within the demo's minute.
 fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::path::Path>) {
-    println!("{number}. Curing it? `lockmeter advise --locks adaptive,futex --repeat 7 -- cache 4 100000`: the same program");
-    println!("   under glibc's locks and served by ours (replace mode: its pthread mutexes and condvars run on our");
-    println!("   algorithms), interleaved\n");
+    println!("{number}. Curing it? `lockmeter advise --locks adaptive,futex --repeat 7 --metric '([0-9]+) ops/s' -- cache 4 100000`:");
+    println!("   the same program under glibc's locks and served by ours (replace mode: its pthread mutexes and");
+    println!("   condvars run on our algorithms), interleaved, judged by the throughput it reports\n");
     let options = crate::advise::Options {
         command: vec![binary.into(), "4".into(), "100000".into()],
         shown_as: "cache 4 100000".into(),

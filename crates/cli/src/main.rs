@@ -69,7 +69,7 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Where to draw the scaling plot (.svg or .png), and the advise
-        /// plot beside it (NAME-advise.svg) [default: lockmeter-demo.svg,
+        /// plot beside it (NAME-advise.svg or .png) [default: lockmeter-demo.svg,
         /// skipped with a warning where it cannot be written].
         #[arg(long, value_name = "FILE")]
         plot: Option<std::path::PathBuf>,

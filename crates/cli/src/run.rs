@@ -368,7 +368,7 @@ pub fn profile_captured(
 ) -> Result<(std::process::ExitStatus, Vec<u8>, Option<Profile>), Failure> {
     let library = library()?;
     let program = command.first().ok_or_else(|| Failure::usage("no command given"))?;
-    let scratch = scratch_dir()?;
+    let scratch = scratch_dir("lockmeter-run")?;
     let mut child = Command::new(program);
     child.args(&command[1..]).env_remove("LOCKMETER_LOCK");
     for variable in RUN_OPTION_VARIABLES {
@@ -391,7 +391,9 @@ pub fn profile_captured(
 }
 
 /// Removes the scratch directory when dropped.
-struct Scratch(PathBuf);
+/// A private directory (0700, a name nobody can guess), removed with
+/// what it holds when dropped.
+pub struct Scratch(pub PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -399,7 +401,9 @@ impl Drop for Scratch {
     }
 }
 
-fn scratch_dir() -> Result<Scratch, Failure> {
+/// A fresh [`Scratch`] directory in the temporary directory, named
+/// `prefix.PID.RANDOM`.
+pub fn scratch_dir(prefix: &str) -> Result<Scratch, Failure> {
     let base = std::env::temp_dir();
     for _ in 0..100 {
         // A name nobody can guess: a process of the tree may write here
@@ -415,7 +419,7 @@ fn scratch_dir() -> Result<Scratch, Failure> {
                 .and_then(|mut f| f.read_exact(&mut random))
                 .map_err(|e| Failure::runtime(format!("cannot name a directory in {}: no random bytes: {e}", base.display())))?;
         }
-        let dir = base.join(format!("lockmeter-run.{}.{:016x}", std::process::id(), u64::from_ne_bytes(random)));
+        let dir = base.join(format!("{prefix}.{}.{:016x}", std::process::id(), u64::from_ne_bytes(random)));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(Scratch(dir)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -488,7 +492,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         say!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
     let run_started = std::time::SystemTime::now();
-    let scratch = scratch_dir()?;
+    let scratch = scratch_dir("lockmeter-run")?;
     let mut command = Command::new(program);
     command
         .args(&options.command[1..])

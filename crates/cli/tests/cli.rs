@@ -127,6 +127,24 @@ fn quick_demo_shows_every_section() {
     }
 }
 
+/// The demo builds its program in a private directory of its own, and
+/// leaves nothing there whatever happens (a compiler that failed left the
+/// source behind; the directory, named by the pid, could be another
+/// user's).
+#[test]
+fn the_demo_leaves_no_files_in_the_temporary_directory() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-demo-tmp-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let plot = tmp.with_extension("svg");
+    let out = lockmeter().args(["demo", "--quick", "--plot"]).arg(&plot).env("TMPDIR", &tmp).env("CC", "false").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(skipped: false could not compile the bundled cache.c)"));
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    std::fs::remove_dir(&tmp).unwrap();
+    let _ = std::fs::remove_file(&plot);
+}
+
 /// The demo's plots are drawn by default, but a working directory that
 /// takes no file only loses them, with a warning (the demo refused to run).
 #[test]
