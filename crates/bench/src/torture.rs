@@ -390,7 +390,7 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
                 last[i] = (seen, now);
             } else if now - last[i].1 > config.stall {
                 arena.fail(format!(
-                    "no progress: thread {i} made none for {:.1} s (a lost wake-up or a deadlock)",
+                    "no progress: thread {i} made none for {:.1} s (a lost wake-up, a deadlock, or a machine too oversubscribed for the --stall bound)",
                     (now - last[i].1).as_secs_f64()
                 ));
             }

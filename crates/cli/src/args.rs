@@ -36,6 +36,17 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A duration of a millisecond or more: a bound the torture's watchdog
+/// (which looks every 20 ms) reports in milliseconds (1us read "stalled
+/// 0 ms" and failed a thread for waiting "0.000 s").
+pub fn millisecond_or_more(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("'{text}': must be 1ms or more"));
+    }
+    Ok(d)
+}
+
 /// A comma-separated list of whole numbers within `min..=max`.
 fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();

@@ -297,7 +297,7 @@ enum Command {
         seed: Option<u64>,
         /// A thread without progress this long, or waiting this long for a
         /// lock, fails the run.
-        #[arg(long, default_value = "5s", value_parser = args::positive_duration)]
+        #[arg(long, default_value = "5s", value_parser = args::millisecond_or_more)]
         stall: std::time::Duration,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]

@@ -26,7 +26,7 @@ pub enum Action {
     /// when not.
     Status {
         /// How long to sample the program's run count and cost.
-        #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = crate::args::duration)]
+        #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = crate::args::positive_duration)]
         sample: Duration,
     },
 }
