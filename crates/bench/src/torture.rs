@@ -390,8 +390,9 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
                 last[i] = (seen, now);
             } else if now - last[i].1 > config.stall {
                 arena.fail(format!(
-                    "no progress: thread {i} made none for {:.1} s (a lost wake-up, a deadlock, or a machine too oversubscribed for the --stall bound)",
-                    (now - last[i].1).as_secs_f64()
+                    "no progress: thread {i} made none for {} (a lost wake-up, a deadlock, or a machine too oversubscribed for a bound of {})",
+                    span(now - last[i].1),
+                    span(config.stall)
                 ));
             }
         }
@@ -419,9 +420,9 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
         }
     } else {
         arena.fail(format!(
-            "no progress: {} of {total} threads did not finish within {:.1} s of the end (a lost wake-up or a deadlock)",
+            "no progress: {} of {total} threads did not finish within {} of the end (a lost wake-up or a deadlock)",
             total as u64 - finished.load(Relaxed),
-            config.stall.as_secs_f64()
+            span(config.stall)
         ));
     }
     // A wait for the lock longer than the stall is no progress too, even
@@ -455,12 +456,22 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
 }
 
 /// The violation of a wait for the lock longer than the stall bound.
+/// A time as a failure message gives it: milliseconds under a second (a
+/// bound of a few ms read "0.0 s").
+fn span(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{:.3} s", d.as_secs_f64())
+    }
+}
+
 fn waited_past_the_stall(longest_wait: Duration, stall: Duration) -> Option<String> {
     (longest_wait > stall).then(|| {
         format!(
-            "no progress: a thread waited {:.3} s for the lock, longer than the stall bound {:.3} s (starvation, a lost wake-up or a deadlock)",
-            longest_wait.as_secs_f64(),
-            stall.as_secs_f64()
+            "no progress: a thread waited {} for the lock, longer than the stall bound {} (starvation, a lost wake-up or a deadlock)",
+            span(longest_wait),
+            span(stall)
         )
     })
 }
@@ -474,6 +485,8 @@ mod tests {
         assert_eq!(waited_past_the_stall(Duration::from_secs(5), Duration::from_secs(5)), None);
         let violation = waited_past_the_stall(Duration::from_millis(5_717), Duration::from_secs(5)).unwrap();
         assert!(violation.starts_with("no progress: a thread waited 5.717 s"), "{violation}");
+        let short = waited_past_the_stall(Duration::from_micros(2_500), Duration::from_millis(2)).unwrap();
+        assert!(short.contains("waited 2.5 ms for the lock, longer than the stall bound 2.0 ms"), "{short}");
         // Through a run: with a bound of a microsecond, some wait exceeds it.
         let outcome = run(&Config {
             subject: Subject::Ours(Algorithm::Futex),

@@ -132,9 +132,9 @@ fn quick_demo_shows_every_section() {
 }
 
 /// The demo builds its program in a private directory of its own, and
-/// leaves nothing there whatever happens (a compiler that failed left the
-/// source behind; the directory, named by the pid, could be another
-/// user's).
+/// leaves nothing there when it ends, its compiler failing included (it
+/// left the source behind; the directory, named by the pid, could be
+/// another user's). (Killed by a signal, it leaves the directory.)
 #[test]
 fn the_demo_leaves_no_files_in_the_temporary_directory() {
     let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-demo-tmp-{}", std::process::id()));
