@@ -201,6 +201,18 @@ fn overran(report: &Report) -> Option<String> {
     })
 }
 
+/// `value` with at least `decimals` decimals, and more (up to 6) while it
+/// would print as `other`, a threshold or the figure it is compared with,
+/// that it is not: a verdict never sits beside two figures that read the
+/// same (an efficiency of 89.96% printed "90.0%" beside its "no").
+pub fn beside(value: f64, other: f64, decimals: usize) -> String {
+    let mut decimals = decimals;
+    while decimals < 6 && value != other && format!("{value:.decimals$}") == format!("{other:.decimals$}") {
+        decimals += 1;
+    }
+    format!("{value:.decimals$}")
+}
+
 /// A run's length as given: milliseconds below a second ("4 ms", not
 /// the "0.00 s" two decimals of a second made of it), seconds above.
 fn run_length(seconds: f64) -> String {

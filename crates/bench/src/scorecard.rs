@@ -13,7 +13,7 @@
 use crate::experiment::{Experiment, Machine, PointResult, Report, Workload};
 use crate::locks::{LockKind, Recording, Variant};
 use crate::pair::{PairExperiment, PairPoint, PairReport};
-use crate::render::{best_peer, lowest_and_highest, round_ratios};
+use crate::render::{beside, best_peer, lowest_and_highest, round_ratios};
 use crate::work::Calibration;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -295,18 +295,6 @@ fn without_a_ratio(target: String) -> Check {
 /// the fastest peer reads "1.0004x" beside its "no", not "1.000x".
 fn ratio(r: f64, threshold: f64) -> String {
     format!("{}x", beside(r, threshold, 3))
-}
-
-/// `value` with at least `decimals` decimals, and more (up to 6) while it
-/// would print as `other`, a threshold or the figure it is compared with,
-/// that it is not: a verdict never sits beside two figures that read the
-/// same (an efficiency of 89.96% printed "90.0%" beside its "no").
-fn beside(value: f64, other: f64, decimals: usize) -> String {
-    let mut decimals = decimals;
-    while decimals < 6 && value != other && format!("{value:.decimals$}") == format!("{other:.decimals$}") {
-        decimals += 1;
-    }
-    format!("{value:.decimals$}")
 }
 
 fn pair_checks(pair: &PairReport) -> Vec<Check> {

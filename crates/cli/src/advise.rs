@@ -306,11 +306,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         // Never printed as the 3% it missed (1.0295 read "1.030x" beside
         // "better by 3% or more in 0 of 5 rounds").
         let edge = if higher_is_better { 1.0 + MIN_GAIN } else { 1.0 / (1.0 + MIN_GAIN) };
-        let mut decimals = 3;
-        while decimals < 6 && med != edge && format!("{med:.decimals$}").parse::<f64>().is_ok_and(|shown| (shown - edge).abs() < 1e-9 || (shown >= edge) != (med >= edge)) {
-            decimals += 1;
-        }
-        let shown = format!("{med:.decimals$}");
+        let shown = lockmeter_bench::render::beside(med, edge, 3);
         match verdict(wins, n, tried, gain) {
             Verdict::KeepGlibc => println!(
                 "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {shown}x glibc's)."

@@ -417,15 +417,8 @@ impl Profiler {
     pub fn owner_died(&self, kind: Kind, address: usize, pc: usize) {
         let Some((index, record)) = self.record(kind, address, pc) else { return };
         for block in self.tables.blocks() {
-            let held = block.lock(index);
-            if held.holding.swap(0, Relaxed) == 0 {
-                continue;
-            }
-            let started = held.acquired_at.load(Relaxed);
-            if started != 0 {
-                let (at_start, at_end) = (held.waiters_at_acquire.load(Relaxed), record.clock.now());
-                let sampled = held.hold_sampled.load(Relaxed) != 0;
-                let release = Release { block, index, started, ended: cycles(), at_start, at_end, shared: false, sampled };
+            // Ended as its owner's unlock would have ended it.
+            if let Some(release) = self.release_exclusive_in(block, index, record, kind, address) {
                 self.count_hold(release, true);
             }
         }
