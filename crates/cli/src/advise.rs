@@ -51,9 +51,20 @@ pub fn variants(text: &str) -> Result<Vec<Variant>, String> {
     Ok(out)
 }
 
-/// `command` as a shell line, for a report.
+/// `command` as a shell line, for a report and a line to paste: each
+/// argument quoted where the shell would split or expand it (`sh -c 'a b'`
+/// was shown as `sh -c a b`).
 pub fn shown(command: &[OsString]) -> String {
-    command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    command.iter().map(|a| shell_quoted(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_quoted(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// What `advise` was asked.
@@ -148,7 +159,7 @@ fn chance_of_a_sweep(rounds: usize, variants: usize) -> f64 {
 
 /// The fewest rounds whose clean sweep, by the best of `variants`, is
 /// under [`SIGNIFICANCE`].
-fn rounds_for_significance(variants: usize) -> usize {
+pub fn rounds_for_significance(variants: usize) -> usize {
     (1..64).find(|&n| chance_of_a_sweep(n, variants) <= SIGNIFICANCE).unwrap_or(64)
 }
 
@@ -351,6 +362,16 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The line to paste runs the same command: quoted where a shell would
+    /// split or expand a word.
+    #[test]
+    fn commands_are_shown_as_a_shell_would_read_them() {
+        let words = |ws: &[&str]| ws.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(shown(&words(&["./cache", "4", "--size=10", "a.b/c"])), "./cache 4 --size=10 a.b/c");
+        assert_eq!(shown(&words(&["sh", "-c", "a b; echo $x"])), "sh -c 'a b; echo $x'");
+        assert_eq!(shown(&words(&["echo", "it's", ""])), "echo 'it'\\''s' ''");
+    }
 
     /// A clean sweep recommends only over enough rounds: one round that
     /// wins is a coin toss (it recommended at a 50% chance).

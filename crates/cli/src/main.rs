@@ -247,9 +247,11 @@ enum Command {
         /// Our algorithms to try (comma-separated, or all).
         #[arg(long, default_value = "all", value_parser = advise::variants)]
         locks: std::vec::Vec<advise::Variant>,
-        /// Rounds; medians and ranges are over these.
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
-        repeat: u64,
+        /// Rounds; medians and ranges are over these [default: enough for a
+        /// clean sweep by chance to stay under 5%: 5 for one of our locks, 8
+        /// for all seven].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+        repeat: Option<u64>,
         /// A regular expression finding a throughput figure in CMD's output
         /// (its first group, or the whole match); higher is better.
         #[arg(long, value_name = "REGEX", value_parser = metric_regex)]
@@ -554,7 +556,9 @@ fn main() -> ExitCode {
             let Ok(plot) = plot_to_draw(plot, "lockmeter-advise.svg", args::check_plot_path, "no plot") else {
                 return ExitCode::from(2);
             };
-            let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat: repeat as usize, metric, plot };
+            // Ours only: the first variant is glibc.
+            let repeat = repeat.map_or_else(|| advise::rounds_for_significance(locks.len() - 1), |r| r as usize);
+            let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat, metric, plot };
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {

@@ -172,3 +172,16 @@ fn advise_without_a_writable_directory_gives_its_verdict_without_the_plot() {
     assert!(err.contains("warning: no plot: cannot write lockmeter-advise.svg"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("lockmeter advise: true (1 round, 2 variants"));
 }
+
+/// Without --repeat, advise runs as many rounds as a recommendation needs:
+/// with all seven of ours, a clean sweep of 5 rounds by one of them is a
+/// 20% chance, so the default of 5 could never recommend anything.
+#[test]
+fn advise_runs_enough_rounds_to_recommend_by_default() {
+    for (locks, rounds) in [("all", "8 rounds, 8 variants"), ("adaptive", "5 rounds, 2 variants")] {
+        let out = lockmeter().current_dir("/proc").args(["advise", "--locks", locks, "--", "true"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("lockmeter advise: true ({rounds}")), "{locks}: {text}");
+    }
+}
