@@ -729,6 +729,23 @@ fn within_the_run(hold: Durations, holds: u64, duration_ns: u64) -> Durations {
     Durations::new(duration_ns.max(hold.max), holds, hold.max)
 }
 
+/// Delays (waiter-time during holds) cut to the waiting there was: all of
+/// a lock's holds together delayed its waiters at most `waited_ns`, the
+/// waits' total. A sampled hold's delay stands for 16 holds' (see
+/// `estimate`), and one read hold in the sample that a writer waited
+/// through (its reader preempted) read 85 ms of delay beside 21 ms of
+/// waits. Scaled down together, they keep their proportions.
+fn within_the_waits<'a>(delays: impl IntoIterator<Item = &'a mut u64>, waited_ns: u64) {
+    let mut delays: Vec<&mut u64> = delays.into_iter().collect();
+    let total: u64 = delays.iter().map(|d| **d).sum();
+    if total <= waited_ns {
+        return;
+    }
+    for delay in &mut delays {
+        **delay = (**delay as f64 * waited_ns as f64 / total as f64) as u64;
+    }
+}
+
 /// Sums of the per-thread counters of one side of a lock or site.
 #[derive(Default, Clone)]
 struct Sum {
@@ -928,7 +945,10 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         };
         let mut exclusive = exclusive_sum.counters(&units, waits);
         exclusive.hold_ns = within_the_run(exclusive.hold_ns, exclusive_sum.holds, duration_ns);
-        let shared = shared_sum.counters(&units, Waits::Unknown);
+        let mut shared = shared_sum.counters(&units, Waits::Unknown);
+        let now = in_progress(&blocks, index, record, &units);
+        let waited_ns = exclusive.wait_ns.total + shared.wait_ns.total + now.as_ref().map_or(0, |n| n.waited_ns);
+        within_the_waits([&mut exclusive.delay_ns, &mut shared.delay_ns], waited_ns);
         let (mut total, read, write) = match kind {
             Kind::Mutex | Kind::Spin => (exclusive.clone(), None, None),
             Kind::Sem | Kind::Cond => (shared.clone(), None, None),
@@ -954,6 +974,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }
+        within_the_waits(sites.iter_mut().map(|s| &mut s.counters.delay_ns), waited_ns);
         let profile_kind = match kind {
             Kind::Mutex => profile::Kind::Mutex,
             Kind::Rwlock => profile::Kind::Rwlock,
@@ -965,7 +986,6 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             hist.pop();
         }
         let util_base = if kind == Kind::Rwlock || kind == Kind::Mutex || kind == Kind::Spin { exclusive.hold_ns.total } else { 0 };
-        let now = in_progress(&blocks, index, record, &units);
         locks.push(LockProfile {
             name,
             kind: profile_kind,
@@ -1073,4 +1093,22 @@ fn overhead_ns_per_pair() -> f64 {
     let mut rounds: Vec<f64> = (0..5).map(|_| scratch.time_recording(address, 20_000)).collect();
     rounds.sort_by(f64::total_cmp);
     rounds[2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_beyond_the_waits_are_scaled_down_together() {
+        let (mut read, mut write) = (85_000_000u64, 5_000_000u64);
+        within_the_waits([&mut read, &mut write], 21_000_000);
+        assert_eq!((read, write), (19_833_333, 1_166_666));
+        let (mut read, mut write) = (15_000_000u64, 5_000_000u64);
+        within_the_waits([&mut read, &mut write], 21_000_000);
+        assert_eq!((read, write), (15_000_000, 5_000_000), "within the waits: as they were");
+        let mut none = 7u64;
+        within_the_waits([&mut none], 0);
+        assert_eq!(none, 0, "no waits, no delay");
+    }
 }
