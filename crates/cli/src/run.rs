@@ -248,23 +248,26 @@ pub fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
 }
 
 /// Whether `path` is an ELF executable without a program interpreter (a
-/// static binary: LD_PRELOAD cannot reach it).
+/// static binary: LD_PRELOAD cannot reach it). Reads the header and the
+/// program headers only (reading the whole file took 7 s and 1.5 GB for a
+/// 1.5 GB binary).
 fn statically_linked(path: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(path) else { return false };
-    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 {
+    use std::os::unix::fs::FileExt as _;
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    let mut header = [0u8; 64];
+    if file.read_exact_at(&mut header, 0).is_err() || &header[..4] != b"\x7fELF" || header[4] != 2 {
         return false;
     }
-    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
-    let (phoff, phentsize, phnum) = (u64_at(32), u16_at(54), u16_at(56));
+    let u16_at = |at: usize| u16::from_le_bytes([header[at], header[at + 1]]) as usize;
+    let (phoff, phentsize, phnum) = (u64::from_le_bytes(header[32..40].try_into().unwrap()), u16_at(54), u16_at(56));
+    let mut headers = vec![0u8; phentsize * phnum];
+    if phentsize < 4 || file.read_exact_at(&mut headers, phoff).is_err() {
+        return false;
+    }
     let mut has_interp = false;
     let mut has_dynamic = false;
-    for i in 0..phnum {
-        let at = phoff + i * phentsize;
-        if at + 4 > bytes.len() {
-            return false;
-        }
-        match u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) {
+    for entry in headers.chunks_exact(phentsize) {
+        match u32::from_le_bytes(entry[..4].try_into().unwrap()) {
             3 => has_interp = true,
             2 => has_dynamic = true,
             _ => {}

@@ -1534,6 +1534,27 @@ fn a_static_binary_gets_a_warning() {
     assert!(stderr.contains("wrote no profile"), "{stderr}");
 }
 
+/// A large executable is read in part: lockmeter reads its ELF headers to
+/// tell whether it is static (the whole file was read, 7 s and 1.5 GB of
+/// memory before a 1.5 GB binary started), and the profiled process maps
+/// it for its symbols (it read it whole as it wrote its profile). The
+/// resident size counts lockmeter's and, waited for by it, CMD's.
+#[test]
+fn a_large_binary_is_not_read_whole() {
+    let dir = scratch("large_binary");
+    let binary = dir.join("large-subjects");
+    std::fs::copy(subjects(), &binary).unwrap();
+    // Sparse: no disk used.
+    std::fs::OpenOptions::new().write(true).open(&binary).unwrap().set_len(1 << 30).unwrap();
+    #[allow(clippy::zombie_processes, reason = "reaped by wait4 below, which gives its resource use")]
+    let child = lockmeter().arg("run").arg("-o").arg(dir.join("p.json")).arg("--").arg(&binary).args(["status", "5"]).spawn().unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: our own child, and valid out-pointers.
+    assert_eq!(unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) }, child.id() as i32);
+    assert_eq!(libc::WEXITSTATUS(status), 5);
+    assert!(usage.ru_maxrss < 200 * 1024, "lockmeter's largest resident size: {} kB", usage.ru_maxrss);
+}
+
 /// Preloaded directly with one file for the output, a child of `fork`
 /// (which keeps running the parent's program) writes beside it with its
 /// pid, not over the parent's profile: the tree's root is noted at start
