@@ -23,6 +23,14 @@ pub enum Format {
     Csv,
 }
 
+impl Format {
+    /// The format a file's name asks for, if any.
+    fn of_file_name(path: &Path) -> Option<Format> {
+        let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+        [(".json", Format::Json), (".csv", Format::Csv)].into_iter().find(|(suffix, _)| name.ends_with(suffix)).map(|(_, format)| format)
+    }
+}
+
 /// The workloads, each a subcommand with the options it takes.
 #[derive(clap::Subcommand)]
 pub enum Workload {
@@ -189,9 +197,10 @@ pub struct RunArgs {
     /// of the two: pick an odd count.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: Option<u64>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: Format,
+    /// Output format [default: what -o's name ends in, .json or .csv;
+    /// else table].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Write the output to FILE (atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
@@ -236,7 +245,8 @@ impl Options {
             repeat: run.repeat.map(|r| r as usize),
             periods: periods.map(|l| l.0),
             duties: duties.map(|l| l.0),
-            format: run.format,
+            // A table written to x.json could not be read back by `plot`.
+            format: run.format.or_else(|| run.output.as_deref().and_then(Format::of_file_name)).unwrap_or(Format::Table),
             output: run.output,
             plot: contended.plot,
             plot_histogram: contended.plot_histogram,
@@ -294,6 +304,9 @@ pub fn validate(o: &Options) -> Result<(), String> {
             let list: Vec<String> = threads.iter().map(usize::to_string).collect();
             return Err(format!("--histogram-threads {t} is not one of the thread counts run ({})", list.join(",")));
         }
+    }
+    if o.fs.is_some() && o.plot_histogram.is_some() {
+        return Err("--plot-histogram has nothing to draw with --fs (the kernel's locks are not timed)".into());
     }
     if o.fs.is_some() && o.locks.is_some() {
         return Err("--locks does not apply with --fs (the kernel's locks are measured, not ours)".into());

@@ -158,6 +158,16 @@ fn csv_table_and_plots() {
     assert!(svg_text.contains("<svg") && svg_text.contains("adaptive") && svg_text.contains("glibc"));
     let png_bytes = std::fs::read(&png).unwrap();
     assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // Without --format, -o's name chooses (a table went to x.json, which
+    // `plot` then refused).
+    let (json, csv) = (dir.join("named.json"), dir.join("named.csv"));
+    for file in [&json, &csv] {
+        let out = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive", "--threads", "1", "-o"]).arg(file).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("JSON in named.json");
+    assert_eq!(saved["workload"], "sem");
+    assert!(std::fs::read_to_string(&csv).unwrap().starts_with("workload,"), "CSV in named.csv");
     let table = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive"]).output().unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
     assert!(table.contains("lock \\ threads") && table.contains("adaptive"), "{table}");
@@ -337,6 +347,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "sem", "--quick", "--plot-histogram", "h.svg", "--histogram-threads", "3"], "not one of the thread counts run (1,4)"),
         (vec!["bench", "duty", "--histogram-threads", "4"], "give --plot-histogram FILE too"),
         (vec!["bench", "dir", "--fs", "/tmp", "--locks", "adaptive"], "--locks does not apply with --fs"),
+        // Before the run: it used to fail after it.
+        (vec!["bench", "dir", "--fs", "/tmp", "--plot-histogram", "h.svg"], "--plot-histogram has nothing to draw with --fs"),
         (vec!["bench", "pair", "--threads", "2"], "unexpected argument '--threads' found (see lockmeter bench pair --help)"),
         (vec!["bench", "pair", "--plot", "pair.svg"], "unexpected argument '--plot'"),
         (vec!["bench", "pair", "--pin"], "unexpected argument '--pin'"),
