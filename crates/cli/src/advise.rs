@@ -88,11 +88,16 @@ struct Run {
     metric: Option<f64>,
 }
 
-fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> Result<Run, String> {
-    use std::os::unix::process::ExitStatusExt;
+fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> Result<Run, Failure> {
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt};
     let program = &options.command[0];
     let mut command = std::process::Command::new(program);
     command.args(&options.command[1..]).stdin(std::process::Stdio::null()).env_remove("LOCKMETER_OUTPUT");
+    // With a pre-exec hook the standard library forks and calls execvp,
+    // which runs a script without `#!` with /bin/sh, as a shell and
+    // `lockmeter run` do; posix_spawn, its other way, refuses it (ENOEXEC).
+    // SAFETY: the hook does nothing, which is async-signal-safe.
+    unsafe { command.pre_exec(|| Ok(())) };
     match variant {
         Variant::Glibc => {
             command.env_remove("LOCKMETER_LOCK");
@@ -104,7 +109,7 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     }
     let before = children_cpu();
     let start = Instant::now();
-    let output = command.output().map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
+    let output = command.output().map_err(|e| crate::run::cannot_run(program, &e))?;
     let wall = start.elapsed().as_secs_f64();
     let cpu = children_cpu() - before;
     if !output.status.success() {
@@ -115,20 +120,29 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
         };
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().last().unwrap_or("").trim().to_string();
-        return Err(format!("under {} it ended with {how}{}", variant.name(), if last.is_empty() { String::new() } else { format!(": {last}") }));
+        return Err(Failure::runtime(format!(
+            "under {} it ended with {how}{}",
+            variant.name(),
+            if last.is_empty() { String::new() } else { format!(": {last}") }
+        )));
     }
     let metric = match &options.metric {
         None => None,
         Some(regex) => {
             let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-            let found = regex.captures(&text).ok_or_else(|| format!("--metric {:?} matched nothing in the output under {}", regex.as_str(), variant.name()))?;
+            let found = regex
+                .captures(&text)
+                .ok_or_else(|| Failure::runtime(format!("--metric {:?} matched nothing in the output under {}", regex.as_str(), variant.name())))?;
             let figure = found.get(1).or_else(|| found.get(0)).map(|m| m.as_str()).unwrap_or("");
-            let value = figure.trim().parse::<f64>().map_err(|_| format!("--metric matched {figure:?}, which is not a number"))?;
+            let value = figure.trim().parse::<f64>().map_err(|_| Failure::runtime(format!("--metric matched {figure:?}, which is not a number")))?;
             // Every ratio is to glibc's figure: with it 0 (or any figure
             // not a finite throughput) the ratios read NaN and the verdict
             // contradicted itself.
             if !value.is_finite() || value < 0.0 || (value == 0.0 && variant == Variant::Glibc) {
-                return Err(format!("--metric read {figure:?} under {}: not a throughput to compare (a finite figure, above 0 for glibc)", variant.name()));
+                return Err(Failure::runtime(format!(
+                    "--metric read {figure:?} under {}: not a throughput to compare (a finite figure, above 0 for glibc)",
+                    variant.name()
+                )));
             }
             Some(value)
         }
@@ -249,9 +263,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             progress.step(&format!("round {}/{rounds}: {}", round + 1, variant.name()));
             match run_once(options, variant, &library) {
                 Ok(run) => runs[i].push(run),
-                Err(message) => {
+                Err(failure) => {
                     progress.finish();
-                    return Err(Failure::runtime(message));
+                    return Err(failure);
                 }
             }
         }

@@ -247,6 +247,17 @@ pub fn find_program(name: &OsString) -> Result<PathBuf, Failure> {
     }
 }
 
+/// CMD, found, failed to start with `error`: 127 or 126, as a shell says.
+pub fn cannot_run(program: &std::ffi::OsStr, error: &std::io::Error) -> Failure {
+    // The file was found: not found now is a script's interpreter
+    // (`#!/missing/sh`), which a shell reports as 127 too.
+    let (why, code) = match error.kind() {
+        std::io::ErrorKind::NotFound => ("its interpreter was not found".to_string(), 127),
+        _ => (profile::io_reason(error), 126),
+    };
+    Failure { message: format!("cannot run {}: {why}", program.to_string_lossy()), code }
+}
+
 /// Whether `path` is an ELF executable without a program interpreter (a
 /// static binary: LD_PRELOAD cannot reach it). Reads the header and the
 /// program headers only (reading the whole file took 7 s and 1.5 GB for a
@@ -561,13 +572,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             signals::uninstall(&caught);
             // SAFETY: restoring the disposition saved above.
             unsafe { libc::signal(libc::SIGQUIT, previous_quit) };
-            // The file was found: not found now is a script's interpreter
-            // (`#!/missing/sh`), which a shell reports as 127 too.
-            let (why, code) = match e.kind() {
-                std::io::ErrorKind::NotFound => ("its interpreter was not found".to_string(), 127),
-                _ => (profile::io_reason(&e), 126),
-            };
-            return Err(Failure { message: format!("cannot run {}: {why}", program.to_string_lossy()), code });
+            return Err(cannot_run(program, &e));
         }
     };
     let root = child.id();

@@ -1225,10 +1225,24 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
     one_line_error(&lockmeter().arg("report").arg(dir.join("missing.json")).arg("-o").arg(&nowhere).output().unwrap(), 2, "cannot write");
     one_line_error(&lockmeter().args(["advise", "--", "no-such-program-here"]).output().unwrap(), 127, "command not found");
     // A script whose interpreter is missing: 127, as a shell says it.
-    let script = scratch("interpreter").join("orphan.sh");
+    let scripts = scratch("interpreter");
+    let script = scripts.join("orphan.sh");
     std::fs::write(&script, "#!/no-such-dir/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     one_line_error(&lockmeter().arg("run").arg("--").arg(&script).output().unwrap(), 127, "its interpreter was not found");
+    // advise says it as run does (it said 'No such file or directory',
+    // exit 1).
+    let advise = |script: &Path| lockmeter().args(["advise", "--locks", "futex", "--repeat", "1", "--plot"]).arg(scripts.join("a.svg")).arg("--").arg(script).output().unwrap();
+    one_line_error(&advise(&script), 127, "its interpreter was not found");
+    // A script without `#!` runs with /bin/sh, under run as under advise
+    // (advise refused it: 'Exec format error').
+    let plain = scripts.join("plain.sh");
+    std::fs::write(&plain, "echo plain script ran\n").unwrap();
+    std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = lockmeter().arg("run").arg("-o").arg(scripts.join("plain.json")).arg("--").arg(&plain).output().unwrap();
+    assert!(output.status.success() && String::from_utf8_lossy(&output.stdout).contains("plain script ran"), "{output:?}");
+    let output = advise(&plain);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     std::fs::write(dir.join("corrupt.json"), "{\"format\": \"lockmeter-profile\", \"locks\": [{\"name\": \"a").unwrap();
     one_line_error(&lockmeter().arg("report").arg(dir.join("corrupt.json")).output().unwrap(), 2, "truncated");
     std::fs::write(dir.join("other.json"), "{\"hello\": 1}").unwrap();
