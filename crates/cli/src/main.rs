@@ -404,6 +404,36 @@ fn one_line(rendered: &str) -> String {
     format!("{first} {}", items.join(", "))
 }
 
+/// What clap's full message adds below its first line, on the same line:
+/// the values a closed option takes, and the value, option or subcommand
+/// meant (`--format jsn`: "; possible values: table, json, ...; did you
+/// mean 'json'?"), and its tips (a negative number passed after `--`).
+fn hints(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut hints = Vec::new();
+    for (kind, value) in e.context() {
+        let text = match value {
+            ContextValue::String(s) => s.clone(),
+            ContextValue::Strings(s) => s.join(", "),
+            ContextValue::StyledStr(s) => s.to_string(),
+            ContextValue::StyledStrs(s) => s.iter().map(ToString::to_string).filter(|s| !s.trim().is_empty()).collect::<Vec<_>>().join("; "),
+            _ => continue,
+        };
+        let hint = match kind {
+            ContextKind::ValidValue => format!("possible values: {text}"),
+            ContextKind::SuggestedValue | ContextKind::SuggestedArg | ContextKind::SuggestedSubcommand => {
+                format!("did you mean '{}'", text.trim_matches('\''))
+            }
+            ContextKind::Suggested => text,
+            _ => continue,
+        };
+        if !hint.trim().is_empty() {
+            hints.push(hint);
+        }
+    }
+    hints.iter().map(|h| format!("; {}", h.trim())).collect()
+}
+
 /// The subcommand the command line names (`bench pair`, `run`), if its
 /// first arguments are one.
 fn subcommand_named() -> Option<String> {
@@ -468,7 +498,7 @@ fn main() -> ExitCode {
             // One line, like every other error; --help has the rest (the
             // subcommand's own, when the error is in one).
             let help = subcommand_named().map_or("lockmeter --help".to_string(), |sub| format!("lockmeter {sub} --help"));
-            say!("lockmeter: error: {} (see {help})", one_line(&e.render().to_string()));
+            say!("lockmeter: error: {}{} (see {help})", one_line(&e.render().to_string()), hints(&e));
             return ExitCode::from(2);
         }
     };

@@ -56,6 +56,11 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     // The help that has the rest is the subcommand's own.
     one_line(&["run", "--bogus", "--", "true"], "(see lockmeter run --help)");
     one_line(&["bogus"], "(see lockmeter --help)");
+    // What clap's message says below its first line stays on the line:
+    // the values allowed, and what was meant.
+    one_line(&["run", "--format", "jsn", "--", "true"], "; possible values: table, json, csv, folded, pprof, flamegraph; did you mean 'json' (see");
+    one_line(&["run", "--frame", "3", "--", "true"], "did you mean '--frames'");
+    one_line(&["bnch"], "unrecognized subcommand 'bnch'; did you mean 'bench' (see lockmeter --help)");
     // Bounds no run could honour or report (1us read "stalled 0 ms"; a
     // 0 s sample printed "0 ns per run" as if measured).
     one_line(&["torture", "--stall", "1us"], "must be 1ms or more");
