@@ -66,21 +66,13 @@ fn row(o: &Outcome) -> String {
     )
 }
 
-/// Runs every (lock, threads) torture; Ok(true) when all were clean.
+/// Runs every (lock, threads) torture; Ok(true) when all were clean. The
+/// table comes a row per run as each ends (a run of minutes said nothing
+/// until the last had ended, and ^C lost the rows done); JSON, one
+/// document, at the end.
 pub fn torture(options: &Options) -> Result<bool, String> {
-    let mut progress = Progress::new(options.subjects.len() * options.threads.len());
-    let mut outcomes = Vec::new();
-    for &subject in &options.subjects {
-        for &threads in &options.threads {
-            progress.step(&format!("{} at {}, {}", subject.name(), lockmeter_bench::render::threads(threads), seconds(options.duration)));
-            let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
-            outcomes.push(torture::run(&config));
-        }
-    }
-    progress.finish();
-    if options.json {
-        println!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
-    } else {
+    use std::io::Write as _;
+    if !options.json {
         println!(
             "lockmeter torture: seed {}, {} per run; writers lock, trylock and timed-lock at random and check exclusion on shadow data,",
             options.seed,
@@ -91,9 +83,25 @@ pub fn torture(options: &Options) -> Result<bool, String> {
             "{:<10} {:>7} {:>12} {:>21} {:>8} {:>12} {:>10} {:>10} {:>9}  result",
             "lock", "threads", "acq/s", "per-thread min..max", "spread", "longest wait", "spin", "sleep", "tokens"
         );
-        for outcome in &outcomes {
-            println!("{}", row(outcome));
+    }
+    let mut progress = Progress::new(options.subjects.len() * options.threads.len());
+    let mut outcomes = Vec::new();
+    for &subject in &options.subjects {
+        for &threads in &options.threads {
+            progress.step(&format!("{} at {}, {}", subject.name(), lockmeter_bench::render::threads(threads), seconds(options.duration)));
+            let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
+            let outcome = torture::run(&config);
+            if !options.json {
+                progress.finish();
+                println!("{}", row(&outcome));
+                let _ = std::io::stdout().flush();
+            }
+            outcomes.push(outcome);
         }
+    }
+    progress.finish();
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
     }
     let mut clean = true;
     for outcome in outcomes.iter().filter(|o| o.violation.is_some()) {

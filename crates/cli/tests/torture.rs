@@ -31,6 +31,27 @@ fn the_busted_lock_fails_and_names_the_violation_and_seed() {
     }
 }
 
+/// A row comes as its run ends, not after the last run (minutes of
+/// silence, and ^C lost the rows done).
+#[test]
+fn each_row_comes_as_its_run_ends() {
+    use std::io::BufRead as _;
+    let mut child = lockmeter()
+        .args(["torture", "--lock", "adaptive,futex,ticket", "--threads", "2", "--seconds", "1s", "--seed", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.by_ref().map(Result::unwrap).find(|l| l.starts_with("adaptive ")).expect("adaptive's row");
+    let row_came = std::time::Instant::now();
+    assert!(first.ends_with("  ok"), "{first}");
+    assert!(child.wait().unwrap().success());
+    // The two runs after it last 2 s.
+    let before_the_end = row_came.elapsed();
+    assert!(before_the_end > std::time::Duration::from_millis(1500), "adaptive's row came {before_the_end:?} before the end");
+    assert_eq!(lines.map(Result::unwrap).filter(|l| l.starts_with("futex ") || l.starts_with("ticket ")).count(), 2);
+}
+
 #[test]
 fn json_output_has_one_outcome_per_run() {
     let output = lockmeter()
