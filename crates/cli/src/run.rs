@@ -196,11 +196,16 @@ pub struct RunOptions {
 /// executable (where cargo puts both), else `../lib` from it (an install).
 pub fn library() -> Result<PathBuf, Failure> {
     if let Some(path) = std::env::var_os("LOCKMETER_LIBRARY") {
+        // Not a bad option (2): the library is the installation's.
         let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
+        return if !path.is_file() {
+            Err(Failure::runtime(format!("LOCKMETER_LIBRARY={} is not a file", path.display())))
+        } else if !is_shared_object(&path) {
+            // (Else the loader skips it, and CMD's missing profile was put
+            // down to a static binary.)
+            Err(Failure::runtime(format!("LOCKMETER_LIBRARY={} is not a shared library (liblockmeter.so)", path.display())))
         } else {
-            Err(Failure::usage(format!("LOCKMETER_LIBRARY={} is not a file", path.display())))
+            Ok(path)
         };
     }
     let exe = std::env::current_exe().map_err(|e| Failure::runtime(format!("cannot locate lockmeter itself: {e}")))?;
@@ -210,10 +215,19 @@ pub fn library() -> Result<PathBuf, Failure> {
             return Ok(candidate.canonicalize().unwrap_or(candidate));
         }
     }
-    Err(Failure::usage(format!(
+    Err(Failure::runtime(format!(
         "liblockmeter.so is not next to {} (build it with `cargo build --release`, or set LOCKMETER_LIBRARY)",
         exe.display()
     )))
+}
+
+/// Whether `path` is an ELF shared object (e_type ET_DYN).
+fn is_shared_object(path: &Path) -> bool {
+    use std::os::unix::fs::FileExt as _;
+    let mut header = [0u8; 18];
+    std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut header, 0)).is_ok()
+        && &header[..4] == b"\x7fELF"
+        && u16::from_le_bytes([header[16], header[17]]) == 3
 }
 
 /// The program `name` would run as, searched in PATH as a shell does.

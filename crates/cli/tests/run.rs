@@ -1230,6 +1230,11 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
     std::fs::write(&script, "#!/no-such-dir/sh\necho hi\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     one_line_error(&lockmeter().arg("run").arg("--").arg(&script).output().unwrap(), 127, "its interpreter was not found");
+    // A library that is not one: said, exit 1 (it was put down to a static
+    // CMD); a missing one is no bad option either (it was exit 2).
+    let with_library = |library: &str| lockmeter().env("LOCKMETER_LIBRARY", library).args(["run", "--", "true"]).output().unwrap();
+    one_line_error(&with_library("/etc/passwd"), 1, "LOCKMETER_LIBRARY=/etc/passwd is not a shared library");
+    one_line_error(&with_library("/no-such-library.so"), 1, "is not a file");
     // advise says it as run does (it said 'No such file or directory',
     // exit 1).
     let advise = |script: &Path| lockmeter().args(["advise", "--locks", "futex", "--repeat", "1", "--plot"]).arg(scripts.join("a.svg")).arg("--").arg(script).output().unwrap();
