@@ -458,13 +458,24 @@ pub fn plot_saved(
     for path in [throughput, histogram].into_iter().flatten() {
         check_plot_path(path).map_err(Failure::usage)?;
     }
-    let text = std::fs::read_to_string(report).map_err(|e| Failure::usage(format!("reading {}: {e}", report.display())))?;
+    let text = std::fs::read_to_string(report)
+        .map_err(|e| Failure::usage(format!("reading {}: {}", report.display(), lockmeter_stats::profile::io_reason(&e))))?;
     let mut report = parse_saved_report(&text).map_err(|why| Failure::usage(format!("reading {}: {why}", report.display())))?;
     // As `bench` takes them: an option that would change nothing is a
     // mistake to say (an empty --locks drew no lines, --threads without a
     // histogram was dropped).
     if threads.is_some() && histogram.is_none() {
         return Err(Failure::usage("--threads chooses what --histogram draws: give --histogram FILE too"));
+    }
+    if let Some(t) = threads {
+        // As bench's --histogram-threads (exit 2), not a plot that fails.
+        let mut counts: Vec<usize> = report.points.iter().map(|p| p.threads).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        if !counts.contains(&t) {
+            let list: Vec<String> = counts.iter().map(usize::to_string).collect();
+            return Err(Failure::usage(format!("--threads {t} is not one of the report's thread counts ({})", list.join(","))));
+        }
     }
     if let Some(locks) = locks {
         let wanted: Vec<&str> = locks.split(',').map(str::trim).filter(|l| !l.is_empty()).collect();

@@ -413,6 +413,14 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     usage_error(&[json.as_ref(), "--throughput".as_ref(), dir.join("t.pdf").as_ref()], "must end in .svg or .png");
     usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--locks".as_ref(), ",".as_ref()], "--locks: no locks given");
     usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--threads".as_ref(), "2".as_ref()], "give --histogram FILE too");
+    // A count the report does not have: a usage error, as bench's own
+    // --histogram-threads (it was exit 1).
+    usage_error(&[json.as_ref(), "--histogram".as_ref(), svg.as_ref(), "--threads".as_ref(), "3".as_ref()], "--threads 3 is not one of the report's thread counts");
+    // The system's reason without its errno number.
+    let missing = dir.join("missing.json");
+    usage_error(&[missing.as_ref(), "--throughput".as_ref(), svg.as_ref()], "No such file or directory");
+    let out = lockmeter().arg("plot").arg(&missing).arg("--throughput").arg(&svg).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("os error"));
     let pair = dir.join("pair.json");
     let out = lockmeter().args(["bench", "pair", "--quick", "--format", "json", "-o"]).arg(&pair).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
