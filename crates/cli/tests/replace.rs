@@ -107,6 +107,39 @@ fn a_child_forked_before_any_lock_holds_its_locks_under_its_own_id() {
     }
 }
 
+/// A library's own fork handlers, registered from its constructor before
+/// lockmeter's: its child handler unlocks, in the child, before lockmeter
+/// has started the child's generation. Under `pi` the word still named the
+/// thread's id in the parent, the kernel refused the unlock (EPERM), and
+/// the child's next lock waited for ever.
+#[test]
+fn a_library_that_locks_across_fork_from_its_constructor_works_in_the_child() {
+    let dir = scratch("atfork");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/atfork.c");
+    let gcc = |args: &[&str], libraries: &[&str]| {
+        let status =
+            Command::new("gcc").args(["-O1", "-pthread", "-Wall", "-Wextra", "-Werror"]).args(args).arg(&source).args(libraries).status().unwrap();
+        assert!(status.success(), "atfork.c compiles: {args:?}");
+    };
+    let (shared, program) = (dir.join("libatfork.so"), dir.join("atfork"));
+    gcc(&["-shared", "-fPIC", "-DATFORK_LIBRARY", "-o", shared.to_str().unwrap()], &[]);
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    gcc(&["-o", program.to_str().unwrap()], &[&format!("-L{}", dir.display()), &rpath, "-latfork"]);
+    for algorithm in ALGORITHMS {
+        let child = Command::new("timeout")
+            .args(["10"])
+            .arg(&program)
+            .env("LD_PRELOAD", library())
+            .env("LOCKMETER_LOCK", algorithm)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
+        assert!(child.status.success(), "{algorithm}: {}\n{stdout}{stderr}", child.status);
+        assert_eq!(stdout, "parent 0\nchild 0\nparent after child 0, child status 0\n", "{algorithm}: {stderr}");
+        assert!(stderr.is_empty(), "{algorithm}: {stderr}");
+    }
+}
+
 /// Served and profiled: the report says how each wait was spent, and a
 /// lock that never spins (futex) shows no spins. (A wait whose lock was
 /// free again at the algorithm's first try is neither: it used to count

@@ -353,6 +353,13 @@ fn held_by_forker(algorithm: Algorithm, m: &Served) -> bool {
     owner == Some(FORKER_IN_PARENT.load(Relaxed))
 }
 
+/// Whether `pi`'s word names the id the calling thread had before it
+/// forked, in a child where that id is no longer its own.
+fn held_by_this_thread_before_its_fork(pi: &RawPi<NoStats>) -> bool {
+    let (in_parent, _) = AS_IT_FORKS.with(Cell::get);
+    in_parent != 0 && pi.owner() == Some(in_parent) && kernel_tid() != in_parent
+}
+
 /// `pthread_mutex_lock`.
 ///
 /// # Safety
@@ -637,10 +644,22 @@ pub unsafe fn unlock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> lib
     match algorithm {
         // SAFETY: as in `with_lock!`; the lock is held (checked above).
         Algorithm::Adaptive => unsafe { (*m.state.as_ptr().cast::<RawAdaptive<NoStats>>()).unlock_from_any_thread() },
-        // SAFETY: as in `with_lock!`; the lock is held (checked above).
         Algorithm::Pi => {
-            if !unsafe { (*m.state.as_ptr().cast::<RawPi<NoStats>>()).release() } {
-                return libc::EPERM;
+            // SAFETY: as in `with_lock!`.
+            let pi = unsafe { &*m.state.as_ptr().cast::<RawPi<NoStats>>() };
+            // SAFETY: the lock is held (checked above).
+            if !unsafe { pi.release() } {
+                if !held_by_this_thread_before_its_fork(pi) {
+                    return libc::EPERM;
+                }
+                // A child of `fork` whose handler has yet to start the new
+                // generation: a library's child handler, registered before
+                // this library's and so run first, unlocks what its prepare
+                // handler locked, and the word still names this thread's
+                // id in the parent, which the kernel refuses. Nobody else
+                // runs in the child: released by hand.
+                // SAFETY: as above; no other thread exists to use it.
+                unsafe { pi.reset_to_held_by(0) };
             }
         }
         _ => with_lock!(algorithm, m, NoStats, l => l.unlock()),
