@@ -91,7 +91,7 @@ tortured!(
     RawPi<Counts> => timed: true,
     RawSpin<Counts> => timed: true,
     RawTicket<Counts> => timed: false,
-    RawMcs<Counts> => timed: false
+    RawMcs<Counts> => timed: true
 );
 
 impl Tortured for RawBusted {

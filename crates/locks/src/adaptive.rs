@@ -796,7 +796,7 @@ impl<R: Recorder> RawAdaptive<R> {
             // A timed waiter still gives up on time: the unlocker may have
             // been preempted there.
             if word & OWNER_MASK == 0 && !is_free(word) {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
+                if crate::sync::deadline_passed(deadline) {
                     return self.give_up(slept, wait_start);
                 }
                 yield_to_unlocker();
@@ -873,7 +873,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 continue;
             }
 
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if crate::sync::deadline_passed(deadline) {
                 return self.give_up(slept, wait_start);
             }
 
@@ -1119,7 +1119,7 @@ impl<R: Recorder> RawAdaptive<R> {
                 *watch = OwnerWatch::new(owner);
             }
             // The run-time switch (seed 002's NO_MUTEX_SPIN).
-            if !config::spinning_enabled() || deadline.is_some_and(|d| Instant::now() >= d) {
+            if !config::spinning_enabled() || crate::sync::deadline_passed(deadline) {
                 return (SpinEnd::Stopped, budget.elapsed());
             }
             // The owner is off CPU: it cannot release the lock until it is
@@ -1444,11 +1444,14 @@ impl<R: Recorder> RawAdaptive<R> {
                 self.wake_next_in_line();
                 return Some(true);
             }
-            if slot == tid && deadline.is_some_and(|d| Instant::now() >= d) {
+            if slot == tid && crate::sync::deadline_passed(deadline) {
                 if self.withdraw_handoff(tid) {
                     return Some(false);
                 }
-                continue; // claimed meanwhile: the grant is on its way
+                // Claimed meanwhile: the grant is on its way, unless its
+                // unlocker was preempted between claiming and granting.
+                yield_to_unlocker();
+                continue;
             }
             if spinning && (budget.exhausted() || watch.state().0 == OwnerState::NotRunning) {
                 spinning = false;

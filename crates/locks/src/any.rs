@@ -76,9 +76,10 @@ impl AnyMutex {
         dispatch!(self, l => l.try_lock())
     }
 
-    /// Acquires the lock unless `deadline` passes first. `ticket` and `mcs`
-    /// cannot leave their queue, so for them this polls `try_lock` with
-    /// exponentially growing sleeps (1 µs to 1 ms): correct, not fair.
+    /// Acquires the lock unless `deadline` passes first. `ticket` cannot
+    /// leave its queue, so for it this polls `try_lock` with exponentially
+    /// growing sleeps (1 µs to 1 ms): correct, not fair. (`mcs` abandons
+    /// its place in the queue instead.)
     pub fn lock_until(&self, deadline: Instant) -> bool {
         match self {
             AnyMutex::Adaptive(l) => l.lock_until(deadline),
@@ -86,7 +87,8 @@ impl AnyMutex {
             AnyMutex::FutexTid(l) => l.lock_until(deadline),
             AnyMutex::Pi(l) => l.lock_until(deadline),
             AnyMutex::Spin(l) => l.lock_until(deadline),
-            AnyMutex::Ticket(_) | AnyMutex::Mcs(_) => poll_until(deadline, || self.try_lock()) != Polled::TimedOut,
+            AnyMutex::Mcs(l) => l.lock_until(deadline),
+            AnyMutex::Ticket(_) => poll_until(deadline, || self.try_lock()) != Polled::TimedOut,
         }
     }
 
@@ -137,8 +139,8 @@ pub enum Polled {
     TimedOut,
 }
 
-/// A timed lock for a queue lock (`ticket`, `mcs`), which cannot leave its
-/// queue once in it: `try_lock` until it succeeds or `deadline` passes,
+/// A timed lock for a queue lock (`ticket`), which cannot leave its queue
+/// once in it: `try_lock` until it succeeds or `deadline` passes,
 /// with sleeps growing from 1 µs to 1 ms between tries (correct, not fair).
 /// Says whether it slept, which a profile counts as a sleep.
 pub fn poll_until(deadline: Instant, mut try_lock: impl FnMut() -> bool) -> Polled {

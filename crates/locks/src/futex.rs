@@ -142,6 +142,7 @@ mod model {
         id: usize,
         bits: u32,
         woken: bool,
+        timed: bool,
     }
 
     #[derive(Default)]
@@ -166,22 +167,41 @@ mod model {
 
     /// The model of the real `wait_bits`'s contract: sleeps unless
     /// `word` differs from `expected`, until a wake whose bits meet `bits`.
-    pub fn wait_bits(word: &AtomicU32, expected: u32, _deadline: Option<Instant>, bits: u32) -> WaitOutcome {
+    pub fn wait_bits(word: &AtomicU32, expected: u32, deadline: Option<Instant>, bits: u32) -> WaitOutcome {
         let (lock, cv) = &*TABLE;
+        let timed = deadline.is_some();
+        if crate::sync::deadline_passed(deadline) {
+            return WaitOutcome::TimedOut;
+        }
         let mut table = lock.lock().unwrap();
         if word.load(crate::sync::Ordering::SeqCst) != expected {
             return WaitOutcome::ValueChanged;
         }
         let id = table.next_id;
         table.next_id += 1;
-        table.sleepers.push(Sleeper { address: word as *const _ as usize, id, bits, woken: false });
+        table.sleepers.push(Sleeper { address: word as *const _ as usize, id, bits, woken: false, timed });
         loop {
             table = cv.wait(table).unwrap();
             if let Some(i) = table.sleepers.iter().position(|s| s.id == id && s.woken) {
                 table.sleepers.remove(i);
                 return WaitOutcome::Woken;
             }
+            if timed && crate::sync::deadline_passed(deadline) {
+                let i = table.sleepers.iter().position(|s| s.id == id).unwrap();
+                table.sleepers.remove(i);
+                return WaitOutcome::TimedOut;
+            }
         }
+    }
+
+    /// Model timer: wakes timed sleepers so they see the deadline passed.
+    pub fn fire_timeouts() {
+        let (lock, cv) = &*TABLE;
+        let table = lock.lock().unwrap();
+        if table.sleepers.iter().any(|s| s.timed) {
+            cv.notify_all();
+        }
+        drop(table);
     }
 
     /// The model of the real `wake_bits`'s contract: wakes up to
@@ -207,7 +227,7 @@ mod model {
 }
 
 #[cfg(loom)]
-pub use model::{wait, wait_bits, wake, wake_bits};
+pub use model::{fire_timeouts, wait, wait_bits, wake, wake_bits};
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -63,6 +63,8 @@ pub use mcs::RawMcs;
 pub use record::{AcquireKind, NoStats, Recorder};
 pub use spin::RawSpin;
 pub use sync::current_tid;
+#[cfg(loom)]
+pub use sync::model_time_up;
 #[cfg(not(loom))]
 pub use sync::kernel_tid;
 pub use ticket::RawTicket;

@@ -14,13 +14,23 @@
 //! waiter is not running; the brief spin keeps the next waiter awake for
 //! short critical sections, the park keeps oversubscribed waiters off the
 //! CPU. Pick it for fairness with many waiters on a short critical section.
-//! Timed lock is not offered: leaving the queue is not supported.
+//!
+//! A timed waiter that runs out of time cannot unlink its node (its
+//! neighbours may be reading it): it marks the node *abandoned* instead,
+//! in the same compare-exchange race that a grant would win, and leaves it
+//! in the queue. The unlocker whose grant meets an abandoned node passes
+//! through it, as its holder would (it takes the lock on its behalf and
+//! releases it at once), and gives the node back to the pool (Scott and
+//! Scherer's abortable queue locks, reduced to abandonment). Polling
+//! `try_lock` instead, which succeeds only with the queue empty, timed out
+//! under steady contention however often the lock changed hands.
 
 use crate::clock::{self, SpinBudget};
 use crate::config;
 use crate::record::{self, AcquireKind, NoStats, Recorder};
 use crate::sync::{futex_wait, futex_wake, spin_hint, AtomicPtr, AtomicU32, Ordering};
 use std::ptr;
+use std::time::Instant;
 
 /// Spin this long on our node before parking.
 const PARK_AFTER_NS: u64 = 20_000;
@@ -28,6 +38,8 @@ const PARK_AFTER_NS: u64 = 20_000;
 const WAITING: u32 = 0;
 const PARKED: u32 = 1;
 const GRANTED: u32 = 2;
+/// Left by a timed waiter whose deadline passed: the queue owns the node.
+const ABANDONED: u32 = 3;
 
 /// A queue node; one per thread per lock it holds or waits for.
 #[repr(align(64))]
@@ -107,6 +119,54 @@ impl<R: Recorder> RawMcs<R> {
         self.recorder.acquired(kind, record::waited::<R>(start));
     }
 
+    /// Joins the queue and waits for the lock until `deadline`; false if
+    /// it passed first (the node stays in the queue, abandoned, for the
+    /// unlocker that reaches it to pass through and free).
+    pub fn lock_until(&self, deadline: Instant) -> bool {
+        let node = node_pool::take();
+        let predecessor = self.tail.swap(node, Ordering::AcqRel);
+        if predecessor.is_null() {
+            self.holder.store(node, Ordering::Relaxed);
+            self.recorder.acquired(AcquireKind::NoWait, 0);
+            return true;
+        }
+        let start = record::wait_start::<R>();
+        // SAFETY: as in `wait_in_queue`.
+        unsafe { (*predecessor).next.store(node, Ordering::Release) };
+        // SAFETY: `node` is ours until we hand it back or abandon it.
+        let state = unsafe { &(*node).state };
+        let mut budget = SpinBudget::new(clock::ns_to_cycles(PARK_AFTER_NS));
+        let mut slept = false;
+        loop {
+            let seen = state.load(Ordering::Acquire);
+            if seen == GRANTED {
+                break;
+            }
+            if crate::sync::deadline_passed(Some(deadline)) {
+                // Abandoned, unless the grant came first: then the lock is
+                // ours after all.
+                if state.compare_exchange(seen, ABANDONED, Ordering::Acquire, Ordering::Acquire).is_ok() {
+                    self.recorder.timed_out(record::waited::<R>(start));
+                    return false;
+                }
+                continue;
+            }
+            if seen == PARKED {
+                futex_wait(state, PARKED, Some(deadline));
+            } else if !config::spinning_enabled() || budget.exhausted() {
+                if state.compare_exchange(WAITING, PARKED, Ordering::Acquire, Ordering::Acquire).is_ok() {
+                    slept = true;
+                }
+            } else {
+                spin_hint();
+            }
+        }
+        self.holder.store(node, Ordering::Relaxed);
+        let kind = if slept { AcquireKind::Sleep } else { AcquireKind::Spin };
+        self.recorder.acquired(kind, record::waited::<R>(start));
+        true
+    }
+
     /// Acquires the lock if the queue is empty.
     #[inline]
     pub fn try_lock(&self) -> bool {
@@ -133,39 +193,56 @@ impl<R: Recorder> RawMcs<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        let node = self.holder.load(Ordering::Relaxed);
-        // SAFETY: `node` is the holder's node, alive while the lock is held.
-        let mut next = unsafe { (*node).next.load(Ordering::Acquire) };
-        if next.is_null() {
-            // No known successor: free the lock if we are still the tail.
-            if self
-                .tail
-                .compare_exchange(node, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                // SAFETY: no other thread can reach the node any more.
-                unsafe { node_pool::give(node) };
-                return;
-            }
-            // A successor swapped itself in and is about to link: wait.
-            loop {
-                // SAFETY: as above.
-                next = unsafe { (*node).next.load(Ordering::Acquire) };
-                if !next.is_null() {
-                    break;
+        let mut node = self.holder.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is the holder's node (or an abandoned one this
+            // unlock holds the lock for), alive while the lock is held.
+            let mut next = unsafe { (*node).next.load(Ordering::Acquire) };
+            if next.is_null() {
+                // No known successor: free the lock if we are still the tail.
+                if self
+                    .tail
+                    .compare_exchange(node, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    // SAFETY: no other thread can reach the node any more.
+                    unsafe { node_pool::give(node) };
+                    return;
                 }
-                spin_hint();
+                // A successor swapped itself in and is about to link: wait.
+                loop {
+                    // SAFETY: as above.
+                    next = unsafe { (*node).next.load(Ordering::Acquire) };
+                    if !next.is_null() {
+                        break;
+                    }
+                    spin_hint();
+                }
             }
+            // SAFETY: the successor's node is alive until it is granted and
+            // has unlocked in turn (or, abandoned, until an unlock passes
+            // through it); the wake below uses its address only.
+            let state = unsafe { &(*next).state } as *const AtomicU32;
+            // SAFETY: as above; after a grant the swap is the last
+            // dereference.
+            let before = unsafe { (*state).swap(GRANTED, Ordering::AcqRel) };
+            // SAFETY: the successor has read our `next` already (it was set).
+            unsafe { node_pool::give(node) };
+            match before {
+                PARKED => {
+                    futex_wake(state, 1);
+                }
+                // Its waiter gave up: the lock is ours again, held for the
+                // abandoned node, which nobody else reaches now but its
+                // own successor's link.
+                ABANDONED => {
+                    node = next;
+                    continue;
+                }
+                _ => {}
+            }
+            return;
         }
-        // SAFETY: the successor's node is alive until it is granted and has
-        // unlocked in turn; the wake below uses its address only.
-        let state = unsafe { &(*next).state } as *const AtomicU32;
-        // SAFETY: as above; the swap is the last dereference.
-        if unsafe { (*state).swap(GRANTED, Ordering::Release) } == PARKED {
-            futex_wake(state, 1);
-        }
-        // SAFETY: the successor has read our `next` already (it was set).
-        unsafe { node_pool::give(node) };
     }
 
     /// Whether the lock is held (or waited for).
@@ -192,6 +269,21 @@ impl<R: Recorder> RawMcs<R> {
         // SAFETY: the holder's node, which nobody else reaches now.
         unsafe { (*node).next.store(ptr::null_mut(), Ordering::Relaxed) };
         self.tail.store(node, Ordering::Release);
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for RawMutex; a timed-out attempt leaves its node abandoned in
+// the queue, which the unlock that reaches it passes through.
+unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawMcs<R> {
+    type Duration = std::time::Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
+    }
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.lock_until(deadline)
     }
 }
 

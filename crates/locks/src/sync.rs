@@ -417,3 +417,28 @@ pub(crate) fn cpus_allowed() -> usize {
     // SAFETY: counts the bits of a valid set.
     (unsafe { libc::CPU_COUNT(&set) } as usize).max(1)
 }
+
+/// Whether `deadline` has passed. Under loom, time is a model flag that a
+/// timer thread of the model sets (see `model_time_up`).
+#[cfg(not(loom))]
+#[inline(always)]
+pub(crate) fn deadline_passed(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
+#[cfg(loom)]
+loom::lazy_static! {
+    pub(crate) static ref TIME_UP: loom::sync::atomic::AtomicBool = loom::sync::atomic::AtomicBool::new(false);
+}
+
+#[cfg(loom)]
+pub(crate) fn deadline_passed(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some() && TIME_UP.load(Ordering::SeqCst)
+}
+
+/// Under loom: every deadline passes now; timed futex sleepers time out.
+#[cfg(loom)]
+pub fn model_time_up() {
+    TIME_UP.store(true, Ordering::SeqCst);
+    crate::futex::fire_timeouts();
+}

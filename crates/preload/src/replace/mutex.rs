@@ -575,8 +575,8 @@ pub unsafe fn lock_until<R: Recorder>(
         Err(error) => return error,
     };
     let acquired = match algorithm {
-        // The queue locks cannot leave their queue: they poll.
-        Algorithm::Ticket | Algorithm::Mcs => match poll_until(deadline, || with_lock!(algorithm, served_mutex, R, l => l.try_lock())) {
+        // The ticket lock cannot leave its queue: it polls.
+        Algorithm::Ticket => match poll_until(deadline, || with_lock!(algorithm, served_mutex, R, l => l.try_lock())) {
             Polled::AtOnce => true,
             Polled::AfterSleeping => {
                 // The successful try recorded an acquisition that did not
@@ -605,7 +605,8 @@ fn timed<R: Recorder>(algorithm: Algorithm, m: &Served, deadline: Instant) -> bo
             Algorithm::FutexTid => (*state.cast::<RawFutexTid<R>>()).lock_until(deadline),
             Algorithm::Pi => (*state.cast::<RawPi<R>>()).lock_until(deadline),
             Algorithm::Spin => (*state.cast::<RawSpin<R>>()).lock_until(deadline),
-            _ => unreachable!("handled by the caller"),
+            Algorithm::Mcs => (*state.cast::<RawMcs<R>>()).lock_until(deadline),
+            Algorithm::Ticket => unreachable!("handled by the caller"),
         }
     }
 }
