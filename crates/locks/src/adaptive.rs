@@ -1768,20 +1768,9 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawAdaptive<R> {
     }
 }
 
-#[cfg(not(loom))]
-// SAFETY: as for RawMutex; a timed-out attempt leaves at most a WAITERS bit
-// (one spare wake), and passes on any wake it may have consumed (give_up).
-unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawAdaptive<R> {
-    type Duration = std::time::Duration;
-    type Instant = Instant;
-
-    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.lock_until(deadline)
-    }
-}
+// A timed-out attempt leaves at most a WAITERS bit (one spare wake), and
+// passes on any wake it may have consumed (give_up).
+crate::clock::timed_by_deadline!(RawAdaptive);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -260,3 +260,26 @@ pub(crate) fn lock_for(timeout: Duration, until: impl FnOnce(Instant) -> bool, f
         }
     }
 }
+
+/// `lock_api::RawMutexTimed` for a lock with an inherent `lock_until` (a
+/// deadline wait) and `lock`; each use says what a timed-out attempt
+/// leaves behind.
+macro_rules! timed_by_deadline {
+    ($lock:ident) => {
+        #[cfg(not(loom))]
+        // SAFETY: as for the lock's RawMutex, whose acquisitions these are
+        // (with the use's comment on a timed-out attempt).
+        unsafe impl<R: $crate::record::Recorder> lock_api::RawMutexTimed for $lock<R> {
+            type Duration = std::time::Duration;
+            type Instant = std::time::Instant;
+
+            fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+                $crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
+            }
+            fn try_lock_until(&self, deadline: std::time::Instant) -> bool {
+                self.lock_until(deadline)
+            }
+        }
+    };
+}
+pub(crate) use timed_by_deadline;

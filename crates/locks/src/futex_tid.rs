@@ -162,15 +162,5 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawFutexTid<R> {
     }
 }
 
-#[cfg(not(loom))]
-// SAFETY: as for RawMutex.
-unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawFutexTid<R> {
-    type Duration = std::time::Duration;
-    type Instant = Instant;
-    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.lock_until(deadline)
-    }
-}
+// A timed-out attempt leaves at most the WAITERS bit (one spare wake).
+crate::clock::timed_by_deadline!(RawFutexTid);

@@ -272,20 +272,9 @@ impl<R: Recorder> RawMcs<R> {
     }
 }
 
-#[cfg(not(loom))]
-// SAFETY: as for RawMutex; a timed-out attempt leaves its node abandoned in
-// the queue, which the unlock that reaches it passes through.
-unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawMcs<R> {
-    type Duration = std::time::Duration;
-    type Instant = Instant;
-
-    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.lock_until(deadline)
-    }
-}
+// A timed-out attempt leaves its node abandoned in the queue, which the
+// unlock that reaches it passes through.
+crate::clock::timed_by_deadline!(RawMcs);
 
 /// Where queue nodes come from: a per-thread free list, refilled from a
 /// shared one and from pages mapped for the purpose, never from `malloc`.

@@ -254,17 +254,8 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawPi<R> {
     }
 }
 
-// SAFETY: as for RawMutex.
-unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawPi<R> {
-    type Duration = std::time::Duration;
-    type Instant = Instant;
-    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.lock_until(deadline)
-    }
-}
+// A timed-out attempt leaves the kernel's queue, as FUTEX_LOCK_PI's timeout does.
+crate::clock::timed_by_deadline!(RawPi);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -188,15 +188,5 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawSpin<R> {
     }
 }
 
-#[cfg(not(loom))]
-// SAFETY: as for RawMutex.
-unsafe impl<R: Recorder> lock_api::RawMutexTimed for RawSpin<R> {
-    type Duration = std::time::Duration;
-    type Instant = Instant;
-    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        crate::clock::lock_for(timeout, |deadline| self.lock_until(deadline), || self.lock())
-    }
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        self.lock_until(deadline)
-    }
-}
+// A timed-out attempt leaves nothing.
+crate::clock::timed_by_deadline!(RawSpin);
