@@ -107,6 +107,30 @@ fn a_child_forked_before_any_lock_holds_its_locks_under_its_own_id() {
     }
 }
 
+/// A mutex held across two forks, untouched in the child between them (a
+/// daemon's double fork), is still held in the grandchild, as glibc's
+/// are: another thread finds all three types busy (it found them free).
+/// The forking thread then unlocks them (glibc's error-checking and
+/// recursive ones still name its id in the grandparent, and refuse it,
+/// EPERM), and they are free.
+#[test]
+fn a_mutex_held_across_two_forks_stays_held() {
+    let run = |algorithm: Option<&str>| {
+        let mut command = Command::new("timeout");
+        command.arg("10").arg(subjects()).arg("fork_twice");
+        if let Some(algorithm) = algorithm {
+            command.env("LD_PRELOAD", library()).env("LOCKMETER_LOCK", algorithm);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{algorithm:?}: {}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    assert_eq!(run(None), "busy 7, unlocks 0 1 1 1, then busy 6", "glibc");
+    for algorithm in ALGORITHMS {
+        assert_eq!(run(Some(algorithm)), "busy 7, unlocks 0 0 0 0, then busy 0", "{algorithm}");
+    }
+}
+
 /// A library's own fork handlers, registered from its constructor before
 /// lockmeter's: its child handler unlocks, in the child, before lockmeter
 /// has started the child's generation. Under `pi` the word still named the

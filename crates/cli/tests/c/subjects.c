@@ -747,6 +747,60 @@ static int fork_first(void) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* fork_twice: main holds three mutexes (normal, error-checking, recursive
+ * twice) and forks, and its child forks again without touching them (a
+ * daemon's double fork). The grandchild prints which of them another
+ * thread's trylock finds busy (a mask, 7: all), what main's unlocks of
+ * each return, and the mask another thread finds busy after them. Exit 0
+ * when the grandchild and child ran. */
+static pthread_mutex_t twice_normal = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t twice_checked = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t twice_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void *try_twice_locks(void *unused) {
+    (void)unused;
+    long busy = 0;
+    pthread_mutex_t *all[] = { &twice_normal, &twice_checked, &twice_recursive };
+    for (int i = 0; i < 3; i++) {
+        int r = pthread_mutex_trylock(all[i]);
+        if (r == 0) pthread_mutex_unlock(all[i]);
+        if (r == EBUSY) busy |= 1L << i;
+    }
+    return (void *)busy;
+}
+
+static int fork_twice(void) {
+    pthread_mutex_lock(&twice_normal);
+    pthread_mutex_lock(&twice_checked);
+    pthread_mutex_lock(&twice_recursive);
+    pthread_mutex_lock(&twice_recursive);
+    pid_t child = fork();
+    if (child == 0) {
+        pid_t grandchild = fork();
+        if (grandchild == 0) {
+            pthread_t t;
+            void *before, *after;
+            pthread_create(&t, NULL, try_twice_locks, NULL);
+            pthread_join(t, &before);
+            int r1 = pthread_mutex_unlock(&twice_normal);
+            int r2 = pthread_mutex_unlock(&twice_checked);
+            int r3 = pthread_mutex_unlock(&twice_recursive);
+            int r4 = pthread_mutex_unlock(&twice_recursive);
+            pthread_create(&t, NULL, try_twice_locks, NULL);
+            pthread_join(t, &after);
+            printf("busy %ld, unlocks %d %d %d %d, then busy %ld\n", (long)before, r1, r2, r3, r4, (long)after);
+            fflush(stdout);
+            _exit(0);
+        }
+        int status;
+        waitpid(grandchild, &status, 0);
+        _exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1);
+    }
+    int status;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 /* stuck: a thread takes stuck_lock and never lets go; main says
  * "waiting" and waits for it (a hung program, stopped by a signal). */
 pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -867,6 +921,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "crowded_hot") && argc > 2) return crowded_hot(atoi(argv[2]));
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
+    if (!strcmp(mode, "fork_twice")) return fork_twice();
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();
     if (!strcmp(mode, "given_up")) return given_up();

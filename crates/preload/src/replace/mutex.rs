@@ -85,12 +85,25 @@ static FORK_EPOCH: AtomicU32 = AtomicU32::new(0);
 /// If that thread is gone (a fork caught it mid-reset), a thread of a
 /// later epoch takes the reset over.
 const RESETTING: u32 = 1 << 31;
-/// In a child of `fork`: the id the thread that forked had in the parent.
-static FORKER_IN_PARENT: AtomicU32 = AtomicU32::new(0);
-/// In a child: that thread's `pthread_self()` (the same in the child).
-static FORKER_THREAD: AtomicU64 = AtomicU64::new(0);
-/// In a child: that thread's id here.
-static FORKER_IN_CHILD: AtomicU32 = AtomicU32::new(0);
+/// The forks on the way to this process, the last `LINEAGE` of them: for
+/// the fork from generation g to g + 1 (at `g % LINEAGE`), the thread that
+/// forked, as its id in g, its id in g + 1 and its `pthread_self()` (the
+/// same in both). Inherited with the rest of memory, and extended in each
+/// child: a mutex last used generations ago is still known to be held if
+/// one thread held it and forked, fork after fork (a daemon that forks
+/// twice while holding a lock; with the last fork alone known, the
+/// grandchild found the mutex free).
+const LINEAGE: usize = 16;
+static FORKER_IN_PARENT: [AtomicU32; LINEAGE] = [const { AtomicU32::new(0) }; LINEAGE];
+static FORKER_IN_CHILD: [AtomicU32; LINEAGE] = [const { AtomicU32::new(0) }; LINEAGE];
+static FORKER_THREAD: [AtomicU64; LINEAGE] = [const { AtomicU64::new(0) }; LINEAGE];
+
+/// The thread that forked generation `g` into `g + 1`: (its id in `g`, its
+/// id in `g + 1`, its `pthread_self()`).
+fn forker(g: u32) -> (u32, u32, u64) {
+    let i = g as usize % LINEAGE;
+    (FORKER_IN_PARENT[i].load(Relaxed), FORKER_IN_CHILD[i].load(Relaxed), FORKER_THREAD[i].load(Relaxed))
+}
 
 thread_local! {
     /// This thread's id and `pthread_self()` as it forks, for its child.
@@ -120,11 +133,27 @@ fn this_thread() -> u64 {
 /// new generation.
 pub extern "C" fn forked() {
     let (in_parent, thread) = AS_IT_FORKS.with(Cell::get);
-    FORKER_IN_PARENT.store(in_parent, Relaxed);
-    FORKER_THREAD.store(thread, Relaxed);
-    FORKER_IN_CHILD.store(kernel_tid(), Relaxed);
-    let next = (FORK_EPOCH.load(Relaxed) + 1) & !RESETTING;
-    FORK_EPOCH.store(next, Relaxed);
+    let parent = FORK_EPOCH.load(Relaxed) & !RESETTING;
+    let i = parent as usize % LINEAGE;
+    FORKER_IN_PARENT[i].store(in_parent, Relaxed);
+    FORKER_THREAD[i].store(thread, Relaxed);
+    FORKER_IN_CHILD[i].store(kernel_tid(), Relaxed);
+    FORK_EPOCH.store((parent + 1) & !RESETTING, Relaxed);
+}
+
+/// Whether a mutex held in generation `seen` (by `held_by_forker`'s
+/// answer there) is held now, in `epoch`: the thread that forked from
+/// `seen` forked again from every generation after it, up to this one.
+fn forker_line_unbroken(seen: u32, epoch: u32) -> bool {
+    let forks = epoch.wrapping_sub(seen) & !RESETTING;
+    if forks == 0 || forks as usize > LINEAGE {
+        return false;
+    }
+    (1..forks).all(|k| {
+        let (_, arrived_as, thread) = forker(seen.wrapping_add(k - 1) & !RESETTING);
+        let (forked_as, _, forked_thread) = forker(seen.wrapping_add(k) & !RESETTING);
+        forked_as == arrived_as && forked_thread == thread
+    })
 }
 
 /// Brings `m` into the current generation.
@@ -150,13 +179,15 @@ fn refresh(m: &Served, epoch: u32) {
             continue;
         }
         if m.epoch.compare_exchange(seen, RESETTING | epoch, Acquire, Relaxed).is_ok() {
-            // Last used in the parent, and held there by the thread that
-            // forked (see `held_by_forker`). A mutex last used two forks
-            // ago is reset.
-            let held = super::algorithm()
-                .filter(|&algorithm| seen == epoch.wrapping_sub(1) & !RESETTING && held_by_forker(algorithm, m));
+            // Last used in an ancestor (the parent, most often), held there
+            // by the thread whose forks led here (see `held_by_forker` and
+            // `forker_line_unbroken`); else reset, as is a mutex whose reset
+            // a fork interrupted (`seen` flagged RESETTING).
+            let held = super::algorithm().filter(|&algorithm| {
+                seen & RESETTING == 0 && forker_line_unbroken(seen, epoch) && held_by_forker(algorithm, m, forker(seen))
+            });
             if let Some(algorithm) = held {
-                let forker = FORKER_IN_CHILD.load(Relaxed);
+                let (_, forker, forker_thread) = forker(epoch.wrapping_sub(1) & !RESETTING);
                 // SAFETY: nobody else uses the mutex while its epoch says
                 // RESETTING, and the forking thread is to unlock it.
                 with_lock!(algorithm, m, NoStats, l => l.reset_to_held_by(forker));
@@ -165,7 +196,7 @@ fn refresh(m: &Served, epoch: u32) {
                 if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
                     m.owner.store(forker, Relaxed);
                 } else if !word_names_owner(algorithm) {
-                    m.holder_thread.store(FORKER_THREAD.load(Relaxed), Relaxed);
+                    m.holder_thread.store(forker_thread, Relaxed);
                 }
             } else {
                 for word in &m.state {
@@ -331,14 +362,16 @@ fn word_names_owner(algorithm: Algorithm) -> bool {
     matches!(algorithm, Algorithm::Adaptive | Algorithm::FutexTid | Algorithm::Pi)
 }
 
-/// Whether the thread that forked held `m` when the process forked (read
-/// in the child, before `m` is brought over).
-fn held_by_forker(algorithm: Algorithm, m: &Served) -> bool {
+/// Whether `forker`, the thread that forked from the generation `m` was
+/// last used in, held `m` when it forked (read in a descendant, before
+/// `m` is brought over).
+fn held_by_forker(algorithm: Algorithm, m: &Served, forker: (u32, u32, u64)) -> bool {
+    let (forker_tid, _, forker_thread) = forker;
     if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
-        return m.owner.load(Relaxed) == FORKER_IN_PARENT.load(Relaxed);
+        return m.owner.load(Relaxed) == forker_tid;
     }
     if !word_names_owner(algorithm) {
-        return m.holder_thread.load(Relaxed) == FORKER_THREAD.load(Relaxed);
+        return m.holder_thread.load(Relaxed) == forker_thread;
     }
     let state = m.state.as_ptr();
     // SAFETY: as in `with_lock!`.
@@ -350,7 +383,7 @@ fn held_by_forker(algorithm: Algorithm, m: &Served) -> bool {
             _ => unreachable!("the word names no owner"),
         }
     };
-    owner == Some(FORKER_IN_PARENT.load(Relaxed))
+    owner == Some(forker_tid)
 }
 
 /// Whether `pi`'s word names the id the calling thread had before it
@@ -772,7 +805,8 @@ mod tests {
             second_done_rx.recv().unwrap();
             // As in the first thread's child: its handler runs in it.
             forked();
-            (FORKER_THREAD.load(Relaxed), FORKER_IN_PARENT.load(Relaxed), this_thread(), kernel_tid())
+            let (in_parent, _, thread) = forker(FORK_EPOCH.load(Relaxed).wrapping_sub(1) & !RESETTING);
+            (thread, in_parent, this_thread(), kernel_tid())
         });
         first_rx.recv().unwrap();
         std::thread::spawn(|| forking()).join().unwrap();
