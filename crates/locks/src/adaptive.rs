@@ -1404,7 +1404,12 @@ impl<R: Recorder> RawAdaptive<R> {
     /// `Some(false)` on timeout, `None` if the request was withdrawn because
     /// the lock was free.
     fn wait_for_handoff(&self, tid: u32, deadline: Option<Instant>) -> Option<bool> {
-        // Flag the held word so the owner's unlock takes the slow path.
+        // Flag the held word so the owner's unlock takes the slow path; the
+        // owner it names is the one to watch (read again after the flag, the
+        // word could be reserved already, naming nobody: tid 0's CPU clock
+        // is the caller's own, which always runs, and the requester spun
+        // its whole budget instead of sleeping).
+        let mut owner = 0;
         loop {
             let word = self.word.load(Ordering::Relaxed);
             if word & OWNER_MASK == tid {
@@ -1428,14 +1433,15 @@ impl<R: Recorder> RawAdaptive<R> {
                 .compare_exchange(word, word | HANDOFF | WAITERS, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
             {
+                owner = word & OWNER_MASK;
                 break;
             }
         }
         // Wait for the grant: spin while the owner runs, so we are on a CPU
         // when the lock arrives; then sleep on the handoff slot.
         let mut budget = SpinBudget::new(clock::ns_to_cycles(self.tuning().spin_budget_ns() as u64));
-        let mut watch = OwnerWatch::new(self.word.load(Ordering::Relaxed) & OWNER_MASK);
-        let mut spinning = config::spinning_enabled();
+        let mut watch = OwnerWatch::new(owner);
+        let mut spinning = config::spinning_enabled() && owner != 0;
         loop {
             let slot = self.handoff.load(Ordering::Acquire);
             if slot == tid | GRANTED {
