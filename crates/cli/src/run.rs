@@ -680,12 +680,16 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // On stderr, the processes of a tree that used no lock (a build's
     // compilers, a script's commands) are one line, not four each.
     let mut lockless = Vec::new();
+    // The root's report too, when another process of the tree used locks
+    // (`make` printed 'no lock was used' above its compilers' reports);
+    // alone in using none, its report says so.
+    let some_used_locks = profiles.iter().flatten().any(|p| !p.locks.is_empty());
     for profile in &profiles {
         match profile {
             Ok(profile)
                 if options.output.is_none()
                     && options.rendering.format == Format::Table
-                    && profile.pid != root
+                    && (profile.pid != root || some_used_locks)
                     && profile.locks.is_empty()
                     && matches!(profile.reason.as_str(), "exit" | "_exit") =>
             {

@@ -759,6 +759,14 @@ fn processes_that_used_no_lock_are_one_line() {
     assert!(output.status.success(), "{said}");
     assert!(said.contains("lockmeter: 2 more process(es) of the tree used no pthread lock: ls (pid "), "{said}");
     assert_eq!(said.matches("no lock was used").count(), 1, "the root's report only: {said}");
+    // A root that used none, under a child that did: folded too (it printed
+    // 'no lock was used' above its child's report).
+    let script = format!("{} hold; true", subjects().display());
+    let output = lockmeter().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("cache_lock") && !said.contains("no lock was used"), "{said}");
+    assert!(said.contains("lockmeter: 1 more process(es) of the tree used no pthread lock: sh (pid "), "{said}");
     // Only the table for people: CSV on stderr keeps every process, and a
     // device given to -o is not a list of files.
     let output = lockmeter().args(["run", "--format", "csv", "--", "sh", "-c", "ls >/dev/null; ls >/dev/null; true"]).output().unwrap();
