@@ -171,9 +171,12 @@ impl<R: Recorder> RawMcs<R> {
     #[inline]
     pub fn try_lock(&self) -> bool {
         let node = node_pool::take();
+        // Release as well: the node's reset by `take` must be visible to the
+        // waiter that queues behind it and links into it (published with
+        // Acquire alone, the waiter's link could be overwritten by it).
         let ok = self
             .tail
-            .compare_exchange(ptr::null_mut(), node, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(ptr::null_mut(), node, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
         if ok {
             self.holder.store(node, Ordering::Relaxed);

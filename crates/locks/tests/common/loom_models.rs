@@ -14,6 +14,7 @@ use loom::sync::Arc;
 pub trait ModelLock: Send + Sync + 'static {
     fn create() -> Self;
     fn acquire(&self);
+    fn try_acquire(&self) -> bool;
     fn release(&self);
     fn held(&self) -> bool;
 }
@@ -23,6 +24,7 @@ macro_rules! model_lock {
         impl ModelLock for $t {
             fn create() -> Self { <$t>::new() }
             fn acquire(&self) { self.lock() }
+            fn try_acquire(&self) -> bool { self.try_lock() }
             fn release(&self) { unsafe { self.unlock() } }
             fn held(&self) -> bool { self.is_locked() }
         }
@@ -34,6 +36,31 @@ fn builder() -> loom::model::Builder {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b
+}
+
+/// One thread tries the lock (and releases it if it got it) while the main
+/// one takes it: what a successful try publishes must be complete for the
+/// waiter that queues behind it (`mcs`'s try published its queue node
+/// without Release, and the next waiter's link into it raced with the
+/// node's own reset).
+pub fn try_beside_lock<L: ModelLock>() {
+    builder().check(|| {
+        let shared = Arc::new((L::create(), UnsafeCell::new(0usize)));
+        let trier = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                if shared.0.try_acquire() {
+                    shared.1.with_mut(|v| unsafe { *v += 1 });
+                    shared.0.release();
+                }
+            })
+        };
+        shared.0.acquire();
+        shared.1.with_mut(|v| unsafe { *v += 1 });
+        shared.0.release();
+        trier.join().unwrap();
+        assert!(!shared.0.held(), "left locked");
+    });
 }
 
 /// `threads` threads (the main one included) each take the lock once and
@@ -120,7 +147,7 @@ pub fn condvar<L: ModelLock>() {
 macro_rules! loom_suite {
     ($setup:expr) => {
         use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
-        use common::loom_models::{condvar, exclusion, ticket_line};
+        use common::loom_models::{condvar, exclusion, ticket_line, try_beside_lock};
         loom_suite!(@tests $setup;
             adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
             adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
@@ -132,6 +159,11 @@ macro_rules! loom_suite {
             ticket_newcomer_marks_the_line_full => ticket_line(false),
             mcs_two_threads => exclusion::<RawMcs<NoStats>>(2),
             mcs_three_threads => exclusion::<RawMcs<NoStats>>(3),
+            adaptive_try_beside_lock => try_beside_lock::<RawAdaptive<NoStats>>(),
+            futex_try_beside_lock => try_beside_lock::<RawFutex<NoStats>>(),
+            futex_tid_try_beside_lock => try_beside_lock::<RawFutexTid<NoStats>>(),
+            ticket_try_beside_lock => try_beside_lock::<RawTicket<NoStats>>(),
+            mcs_try_beside_lock => try_beside_lock::<RawMcs<NoStats>>(),
             condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
             condvar_with_futex => condvar::<RawFutex<NoStats>>(),
             condvar_with_futex_tid => condvar::<RawFutexTid<NoStats>>(),
