@@ -542,6 +542,7 @@ impl Profiler {
             if r.sampled {
                 counters.sampled_holds.add(1, concurrent);
                 counters.sampled_hold_total.add(hold, concurrent);
+                counters.sampled_hold_max.max(hold, concurrent);
             }
         }
         let long = &mine.long_holds;

@@ -98,6 +98,9 @@ pub struct SideCounters {
     /// timed whatever their turn count as themselves.
     pub sampled_holds: Counter,
     pub sampled_hold_total: Counter,
+    /// The longest of them, which the estimate counts once (see
+    /// `output::estimate`).
+    pub sampled_hold_max: Counter,
     pub sampled_delay_total: Counter,
     /// Acquisitions that re-locked a recursive mutex this thread already
     /// held: counted, but not holds of their own.
