@@ -9,6 +9,7 @@
 use lockmeter_locks::{config, model_time_up, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
+use loom::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 fn far() -> Instant {
@@ -30,39 +31,80 @@ fn builder() -> loom::model::Builder {
     b
 }
 
+/// The lock operations the models use (the raw types' inherent methods).
+trait TimedLock: Send + Sync + 'static {
+    fn create() -> Self;
+    fn lock(&self);
+    fn lock_until(&self, deadline: Instant) -> bool;
+    fn unlock(&self);
+    fn is_locked(&self) -> bool;
+}
+
+macro_rules! timed_lock {
+    ($($t:ty),*) => {$(
+        impl TimedLock for $t {
+            fn create() -> Self { <$t>::new() }
+            fn lock(&self) { <$t>::lock(self) }
+            fn lock_until(&self, deadline: Instant) -> bool { <$t>::lock_until(self, deadline) }
+            fn unlock(&self) { unsafe { <$t>::unlock(self) } }
+            fn is_locked(&self) -> bool { <$t>::is_locked(self) }
+        }
+    )*};
+}
+timed_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawFutexTid<NoStats>, RawMcs<NoStats>);
+
+/// The lock, and a counter loom watches for races.
+type Shared<L> = Arc<(L, UnsafeCell<usize>)>;
+
+/// The critical section, once the lock is held.
+fn count_and_unlock<L: TimedLock>(shared: &Shared<L>) {
+    shared.1.with_mut(|v| unsafe { *v += 1 });
+    shared.0.unlock();
+}
+
+/// A thread that takes the lock (with a deadline, if `timed`) and, if it
+/// got it, runs the critical section.
+fn waiter<L: TimedLock>(shared: &Shared<L>, timed: bool) -> JoinHandle<()> {
+    let s = shared.clone();
+    loom::thread::spawn(move || {
+        let got = if timed {
+            s.0.lock_until(far())
+        } else {
+            s.0.lock();
+            true
+        };
+        if got {
+            count_and_unlock(&s);
+        }
+    })
+}
+
+/// Main holds the lock; a timed waiter and a plain one contend, and the
+/// timer may fire at any point; then `release` (main's release) runs, and
+/// every thread must finish; with `free_at_end`, the lock ends free.
+fn timed_and_plain<L: TimedLock>(release: fn(&Shared<L>), free_at_end: bool) {
+    setup();
+    builder().check(move || {
+        let shared: Shared<L> = Arc::new((L::create(), UnsafeCell::new(0usize)));
+        shared.0.lock();
+        let timed = waiter(&shared, true);
+        let plain = waiter(&shared, false);
+        let timer = loom::thread::spawn(model_time_up);
+        release(&shared);
+        timed.join().unwrap();
+        plain.join().unwrap();
+        timer.join().unwrap();
+        if free_at_end {
+            assert!(!shared.0.is_locked(), "left locked");
+        }
+    });
+}
+
 /// Main holds the lock; a timed waiter and a plain waiter contend; the
 /// timer may fire at any point. Then main releases. Everyone must finish.
 #[test]
 fn adaptive_timed_and_plain() {
-    setup();
-    builder().check(|| {
-        let shared = Arc::new((RawAdaptive::<NoStats>::new(), UnsafeCell::new(0usize)));
-        shared.0.lock();
-        let timed = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            })
-        };
-        let plain = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                s.0.lock();
-                s.1.with_mut(|v| unsafe { *v += 1 });
-                unsafe { s.0.unlock() };
-            })
-        };
-        let timer = loom::thread::spawn(model_time_up);
-        shared.1.with_mut(|v| unsafe { *v += 1 });
-        unsafe { shared.0.unlock() };
-        timed.join().unwrap();
-        plain.join().unwrap();
-        timer.join().unwrap();
-        assert!(!shared.0.is_locked(), "left locked");
-    });
+    timed_and_plain::<RawAdaptive<NoStats>>(count_and_unlock, true);
 }
 
 /// Two timed waiters and one plain, the lock free at start.
@@ -70,23 +112,13 @@ fn adaptive_timed_and_plain() {
 fn adaptive_two_timed_one_plain() {
     setup();
     builder().check(|| {
-        let shared = Arc::new((RawAdaptive::<NoStats>::new(), UnsafeCell::new(0usize)));
-        let mut hs = vec![];
-        for _ in 0..2 {
-            let s = shared.clone();
-            hs.push(loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            }));
-        }
+        let shared: Shared<RawAdaptive<NoStats>> = Arc::new((RawAdaptive::new(), UnsafeCell::new(0usize)));
+        let timed: Vec<_> = (0..2).map(|_| waiter(&shared, true)).collect();
         let timer = loom::thread::spawn(model_time_up);
         shared.0.lock();
-        shared.1.with_mut(|v| unsafe { *v += 1 });
-        unsafe { shared.0.unlock() };
-        for h in hs {
-            h.join().unwrap();
+        count_and_unlock(&shared);
+        for t in timed {
+            t.join().unwrap();
         }
         timer.join().unwrap();
         assert!(!shared.0.is_locked(), "left locked");
@@ -95,101 +127,26 @@ fn adaptive_two_timed_one_plain() {
 
 #[test]
 fn futex_timed_and_plain() {
-    setup();
-    builder().check(|| {
-        let shared = Arc::new((RawFutex::<NoStats>::new(), UnsafeCell::new(0usize)));
-        shared.0.lock();
-        let timed = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            })
-        };
-        let plain = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                s.0.lock();
-                s.1.with_mut(|v| unsafe { *v += 1 });
-                unsafe { s.0.unlock() };
-            })
-        };
-        let timer = loom::thread::spawn(model_time_up);
-        unsafe { shared.0.unlock() };
-        timed.join().unwrap();
-        plain.join().unwrap();
-        timer.join().unwrap();
-    });
+    timed_and_plain::<RawFutex<NoStats>>(|shared| TimedLock::unlock(&shared.0), false);
 }
 
 #[test]
 fn futex_tid_timed_and_plain() {
-    setup();
-    builder().check(|| {
-        let shared = Arc::new((RawFutexTid::<NoStats>::new(), UnsafeCell::new(0usize)));
-        shared.0.lock();
-        let timed = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            })
-        };
-        let plain = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                s.0.lock();
-                s.1.with_mut(|v| unsafe { *v += 1 });
-                unsafe { s.0.unlock() };
-            })
-        };
-        let timer = loom::thread::spawn(model_time_up);
-        unsafe { shared.0.unlock() };
-        timed.join().unwrap();
-        plain.join().unwrap();
-        timer.join().unwrap();
-    });
+    timed_and_plain::<RawFutexTid<NoStats>>(|shared| TimedLock::unlock(&shared.0), false);
 }
 
 /// Main holds; a timed and a plain waiter; main releases and barges back
 /// in once more. The timed waiter may be the one woken, and time out.
 #[test]
 fn adaptive_timed_plain_barger() {
-    setup();
-    builder().check(|| {
-        let shared = Arc::new((RawAdaptive::<NoStats>::new(), UnsafeCell::new(0usize)));
-        shared.0.lock();
-        let timed = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            })
-        };
-        let plain = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                s.0.lock();
-                s.1.with_mut(|v| unsafe { *v += 1 });
-                unsafe { s.0.unlock() };
-            })
-        };
-        let timer = loom::thread::spawn(model_time_up);
-        unsafe { shared.0.unlock() };
-        shared.0.lock();
-        shared.1.with_mut(|v| unsafe { *v += 1 });
-        unsafe { shared.0.unlock() };
-        timed.join().unwrap();
-        plain.join().unwrap();
-        timer.join().unwrap();
-        assert!(!shared.0.is_locked(), "left locked");
-    });
+    timed_and_plain::<RawAdaptive<NoStats>>(
+        |shared| {
+            TimedLock::unlock(&shared.0);
+            shared.0.lock();
+            count_and_unlock(shared);
+        },
+        true,
+    );
 }
 
 /// Main holds; two plain waiters and a timed one (handoff slot queue under
@@ -202,30 +159,15 @@ fn adaptive_timed_plain_barger() {
 fn adaptive_slot_queue_with_timed() {
     setup();
     builder().check(|| {
-        let shared = Arc::new((RawAdaptive::<NoStats>::new(), UnsafeCell::new(0usize)));
+        let shared: Shared<RawAdaptive<NoStats>> = Arc::new((RawAdaptive::new(), UnsafeCell::new(0usize)));
         shared.0.lock();
-        let mut hs = vec![];
-        for i in 0..3 {
-            let s = shared.clone();
-            hs.push(loom::thread::spawn(move || {
-                let ok = if i == 2 {
-                    s.0.lock_until(far())
-                } else {
-                    s.0.lock();
-                    true
-                };
-                if ok {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            }));
-        }
+        let waiters: Vec<_> = (0..3).map(|i| waiter(&shared, i == 2)).collect();
         let timer = loom::thread::spawn(model_time_up);
-        unsafe { shared.0.unlock() };
+        TimedLock::unlock(&shared.0);
         shared.0.lock();
-        unsafe { shared.0.unlock() };
-        for h in hs {
-            h.join().unwrap();
+        TimedLock::unlock(&shared.0);
+        for w in waiters {
+            w.join().unwrap();
         }
         timer.join().unwrap();
         assert!(!shared.0.is_locked(), "left locked");
@@ -239,35 +181,7 @@ fn adaptive_slot_queue_with_timed() {
 /// and the lock ends free.
 #[test]
 fn mcs_timed_and_plain() {
-    setup();
-    builder().check(|| {
-        let shared = Arc::new((RawMcs::<NoStats>::new(), UnsafeCell::new(0usize)));
-        shared.0.lock();
-        let timed = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                if s.0.lock_until(far()) {
-                    s.1.with_mut(|v| unsafe { *v += 1 });
-                    unsafe { s.0.unlock() };
-                }
-            })
-        };
-        let plain = {
-            let s = shared.clone();
-            loom::thread::spawn(move || {
-                s.0.lock();
-                s.1.with_mut(|v| unsafe { *v += 1 });
-                unsafe { s.0.unlock() };
-            })
-        };
-        let timer = loom::thread::spawn(model_time_up);
-        shared.1.with_mut(|v| unsafe { *v += 1 });
-        unsafe { shared.0.unlock() };
-        timed.join().unwrap();
-        plain.join().unwrap();
-        timer.join().unwrap();
-        assert!(!shared.0.is_locked(), "left locked");
-    });
+    timed_and_plain::<RawMcs<NoStats>>(count_and_unlock, true);
 }
 
 /// `mcs`: two timed waiters behind the holder, both of which may abandon
@@ -277,27 +191,17 @@ fn mcs_timed_and_plain() {
 fn mcs_two_abandoned_in_a_row() {
     setup();
     builder().check(|| {
-        let shared = Arc::new((RawMcs::<NoStats>::new(), UnsafeCell::new(0usize)));
+        let shared: Shared<RawMcs<NoStats>> = Arc::new((RawMcs::new(), UnsafeCell::new(0usize)));
         shared.0.lock();
-        let timed: Vec<_> = (0..2)
-            .map(|_| {
-                let s = shared.clone();
-                loom::thread::spawn(move || {
-                    if s.0.lock_until(far()) {
-                        s.1.with_mut(|v| unsafe { *v += 1 });
-                        unsafe { s.0.unlock() };
-                    }
-                })
-            })
-            .collect();
+        let timed: Vec<_> = (0..2).map(|_| waiter(&shared, true)).collect();
         let timer = loom::thread::spawn(model_time_up);
-        unsafe { shared.0.unlock() };
+        TimedLock::unlock(&shared.0);
         for t in timed {
             t.join().unwrap();
         }
         timer.join().unwrap();
         shared.0.lock();
-        unsafe { shared.0.unlock() };
+        TimedLock::unlock(&shared.0);
         assert!(!shared.0.is_locked(), "left locked");
     });
 }
