@@ -80,60 +80,45 @@ impl<R: Recorder> RawMcs<R> {
     /// Joins the queue and waits for the lock.
     #[inline]
     pub fn lock(&self) {
-        let node = node_pool::take();
-        let predecessor = self.tail.swap(node, Ordering::AcqRel);
-        if predecessor.is_null() {
-            self.holder.store(node, Ordering::Relaxed);
-            self.recorder.acquired(AcquireKind::NoWait, 0);
-            return;
+        if let Some((node, predecessor)) = self.join_queue() {
+            self.wait_in_queue(node, predecessor, None);
         }
-        self.wait_in_queue(node, predecessor);
-    }
-
-    #[cold]
-    fn wait_in_queue(&self, node: *mut Node, predecessor: *mut Node) {
-        let start = record::wait_start::<R>();
-        // SAFETY: the predecessor's node stays alive until it has passed
-        // the lock on, which requires reading the `next` we store here.
-        unsafe { (*predecessor).next.store(node, Ordering::Release) };
-        // SAFETY: `node` is ours until we hand it back at unlock.
-        let state = unsafe { &(*node).state };
-        let mut budget = SpinBudget::new(clock::ns_to_cycles(PARK_AFTER_NS));
-        let mut slept = false;
-        // Spin briefly on our own node...
-        while state.load(Ordering::Acquire) != GRANTED {
-            if !config::spinning_enabled() || budget.exhausted() {
-                // ...then park, unless the grant arrived meanwhile.
-                if state.compare_exchange(WAITING, PARKED, Ordering::Acquire, Ordering::Acquire).is_ok() {
-                    slept = true;
-                    while state.load(Ordering::Acquire) != GRANTED {
-                        futex_wait(state, PARKED, None);
-                    }
-                }
-                break;
-            }
-            spin_hint();
-        }
-        self.holder.store(node, Ordering::Relaxed);
-        let kind = if slept { AcquireKind::Sleep } else { AcquireKind::Spin };
-        self.recorder.acquired(kind, record::waited::<R>(start));
     }
 
     /// Joins the queue and waits for the lock until `deadline`; false if
     /// it passed first (the node stays in the queue, abandoned, for the
     /// unlocker that reaches it to pass through and free).
     pub fn lock_until(&self, deadline: Instant) -> bool {
+        match self.join_queue() {
+            Some((node, predecessor)) => self.wait_in_queue(node, predecessor, Some(deadline)),
+            None => true,
+        }
+    }
+
+    /// Appends a node to the queue: `None` when the queue was empty and
+    /// the lock is ours, else the node and its predecessor.
+    #[inline(always)]
+    fn join_queue(&self) -> Option<(*mut Node, *mut Node)> {
         let node = node_pool::take();
         let predecessor = self.tail.swap(node, Ordering::AcqRel);
         if predecessor.is_null() {
             self.holder.store(node, Ordering::Relaxed);
             self.recorder.acquired(AcquireKind::NoWait, 0);
-            return true;
+            return None;
         }
+        Some((node, predecessor))
+    }
+
+    /// Waits for the grant, spinning briefly on our own node, then parked;
+    /// with a `deadline`, gives up when it passes: false.
+    #[cold]
+    fn wait_in_queue(&self, node: *mut Node, predecessor: *mut Node, deadline: Option<Instant>) -> bool {
         let start = record::wait_start::<R>();
-        // SAFETY: as in `wait_in_queue`.
+        // SAFETY: the predecessor's node stays alive until it has passed
+        // the lock on, which requires reading the `next` we store here.
         unsafe { (*predecessor).next.store(node, Ordering::Release) };
-        // SAFETY: `node` is ours until we hand it back or abandon it.
+        // SAFETY: `node` is ours until we hand it back at unlock, or
+        // abandon it.
         let state = unsafe { &(*node).state };
         let mut budget = SpinBudget::new(clock::ns_to_cycles(PARK_AFTER_NS));
         let mut slept = false;
@@ -142,7 +127,7 @@ impl<R: Recorder> RawMcs<R> {
             if seen == GRANTED {
                 break;
             }
-            if crate::sync::deadline_passed(Some(deadline)) {
+            if crate::sync::deadline_passed(deadline) {
                 // Abandoned, unless the grant came first: then the lock is
                 // ours after all.
                 if state.compare_exchange(seen, ABANDONED, Ordering::Acquire, Ordering::Acquire).is_ok() {
@@ -152,8 +137,9 @@ impl<R: Recorder> RawMcs<R> {
                 continue;
             }
             if seen == PARKED {
-                futex_wait(state, PARKED, Some(deadline));
+                futex_wait(state, PARKED, deadline);
             } else if !config::spinning_enabled() || budget.exhausted() {
+                // Park, unless the grant arrived meanwhile.
                 if state.compare_exchange(WAITING, PARKED, Ordering::Acquire, Ordering::Acquire).is_ok() {
                     slept = true;
                 }
