@@ -801,6 +801,78 @@ static int fork_twice(void) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* fork_mid_refresh R: main holds REFRESHED mutexes and forks, R rounds.
+ * In each child a thread makes the child's first use of each mutex
+ * (trylock: EBUSY, the forking thread holds it) while the child's main
+ * forks again, at a point that moves from round to round; in the
+ * grandchild another thread counts the mutexes it finds free, all held by
+ * its forking thread. Prints "free F in B of R rounds" (glibc: 0). */
+#define REFRESHED 4096
+static pthread_mutex_t refreshed[REFRESHED];
+static int refreshed_so_far;
+
+static void *first_use_of_each(void *unused) {
+    (void)unused;
+    for (int i = 0; i < REFRESHED; i++) {
+        if (pthread_mutex_trylock(&refreshed[i]) == 0) pthread_mutex_unlock(&refreshed[i]);
+        __atomic_store_n(&refreshed_so_far, i + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void *count_free(void *unused) {
+    (void)unused;
+    long free_ones = 0;
+    for (int i = 0; i < REFRESHED; i++) {
+        if (pthread_mutex_trylock(&refreshed[i]) == 0) {
+            free_ones++;
+            pthread_mutex_unlock(&refreshed[i]);
+        }
+    }
+    return (void *)free_ones;
+}
+
+static int fork_mid_refresh(int rounds) {
+    for (int i = 0; i < REFRESHED; i++) pthread_mutex_lock(&refreshed[i]);
+    long total_free = 0;
+    int bad_rounds = 0;
+    for (int round = 0; round < rounds; round++) {
+        int fds[2];
+        if (pipe(fds) != 0) return 1;
+        pid_t child = fork();
+        if (child == 0) {
+            pthread_t t;
+            pthread_create(&t, NULL, first_use_of_each, NULL);
+            int at = (round * 397) % REFRESHED;
+            while (__atomic_load_n(&refreshed_so_far, __ATOMIC_ACQUIRE) < at) {}
+            pid_t grandchild = fork();
+            if (grandchild == 0) {
+                pthread_t u;
+                void *free_ones;
+                pthread_create(&u, NULL, count_free, NULL);
+                pthread_join(u, &free_ones);
+                long n = (long)free_ones;
+                _exit(write(fds[1], &n, sizeof n) == sizeof n ? 0 : 1);
+            }
+            pthread_join(t, NULL);
+            int status;
+            waitpid(grandchild, &status, 0);
+            _exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1);
+        }
+        close(fds[1]);
+        long n = -1;
+        if (read(fds[0], &n, sizeof n) != sizeof n) n = -1;
+        close(fds[0]);
+        int status;
+        waitpid(child, &status, 0);
+        if (n < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+        total_free += n;
+        bad_rounds += n > 0;
+    }
+    printf("free %ld in %d of %d rounds\n", total_free, bad_rounds, rounds);
+    return 0;
+}
+
 /* stuck: a thread takes stuck_lock and never lets go; main says
  * "waiting" and waits for it (a hung program, stopped by a signal). */
 pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -922,6 +994,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "fork_twice")) return fork_twice();
+    if (!strcmp(mode, "fork_mid_refresh") && argc > 2) return fork_mid_refresh(atoi(argv[2]));
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();
     if (!strcmp(mode, "given_up")) return given_up();

@@ -75,6 +75,6 @@ fn decide() -> Option<Algorithm> {
 pub fn register_fork_handler() {
     if algorithm().is_some() {
         // SAFETY: registers a plain extern "C" function.
-        unsafe { libc::pthread_atfork(Some(mutex::forking), None, Some(mutex::forked)) };
+        unsafe { libc::pthread_atfork(Some(mutex::forking), Some(mutex::forked_parent), Some(mutex::forked)) };
     }
 }

@@ -11,7 +11,7 @@ use lockmeter_locks::{
     Recorder,
 };
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::{Acquire, Relaxed, Release}};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::{Acquire, Relaxed, Release, SeqCst}};
 use std::time::{Duration, Instant};
 
 /// A served mutex in the program's storage (see the module layout).
@@ -113,11 +113,93 @@ thread_local! {
     static AS_IT_FORKS: Cell<(u32, u64)> = const { Cell::new((0, 0)) };
 }
 
-/// In the parent, as a thread forks: who it is. (From the kernel, not the
+/// Refreshes under way in this process (see [`refresh`]), and forks under
+/// way (threads between their prepare handler and their parent handler).
+///
+/// A fork that lands while another thread brings a mutex over gives the
+/// child that mutex marked RESETTING by a thread the child does not have,
+/// and the child resets it: a mutex the forking thread held came out free.
+/// The kernel write-protects the parent's pages one by one as it copies
+/// them, and a refresh whose next store hits a protected page waits out
+/// the rest of the fork half done: with a thread making the first use of
+/// 4,096 held mutexes while its process forked, the grandchild found one
+/// free in 20-30 rounds of 200 (`futex`, `ticket`, `mcs`, `spin`). So a
+/// fork waits for the refreshes under way, and a refresh waits while
+/// another thread forks. Both waits are bounded by [`FORK_REFRESH_BOUND`]:
+/// a refresh never blocks, so the fork's wait only outlasts a preempted
+/// refresher; but the forking thread's later prepare handlers may lock a
+/// mutex the waiting refresher holds (an allocator locking its arenas),
+/// and the bound ends that deadlock, at the cost of the race it closes
+/// (for forks that take longer than the bound).
+static REFRESHES: AtomicU32 = AtomicU32::new(0);
+static FORKS: AtomicU32 = AtomicU32::new(0);
+const FORK_REFRESH_BOUND: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// Whether this thread is forking (between its prepare handler and
+    /// its parent or child handler): its own refreshes, in the prepare
+    /// handlers that run after lockmeter's, do not wait for its fork.
+    static FORKING_NOW: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Waits, at most [`FORK_REFRESH_BOUND`], until `done`: yields first,
+/// then naps (a fork of a large process takes milliseconds).
+fn wait_bounded(done: impl Fn() -> bool) {
+    let start = Instant::now();
+    let mut yields = 0;
+    while !done() && start.elapsed() < FORK_REFRESH_BOUND {
+        if yields < 64 {
+            yields += 1;
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// Counts a refresh under way, once no other thread is forking (or the
+/// bound has passed); uncounted when dropped.
+struct RefreshUnderWay;
+
+impl RefreshUnderWay {
+    fn begin() -> Self {
+        let own_fork = FORKING_NOW.with(Cell::get) as u32;
+        let start = Instant::now();
+        loop {
+            // SeqCst with the fork's count and read of REFRESHES: either
+            // the forking thread sees this refresh and waits for it, or
+            // this thread sees the fork and waits for it.
+            REFRESHES.fetch_add(1, SeqCst);
+            if FORKS.load(SeqCst) <= own_fork || start.elapsed() >= FORK_REFRESH_BOUND {
+                return RefreshUnderWay;
+            }
+            REFRESHES.fetch_sub(1, SeqCst);
+            wait_bounded(|| FORKS.load(SeqCst) <= own_fork);
+        }
+    }
+}
+
+impl Drop for RefreshUnderWay {
+    fn drop(&mut self) {
+        REFRESHES.fetch_sub(1, Release);
+    }
+}
+
+/// In the parent, as a thread forks: who it is (from the kernel, not the
 /// thread-id cache: the cache's first use registers a fork handler, and
-/// one registered while forking is not run for that fork.)
+/// one registered while forking is not run for that fork); and no other
+/// thread is bringing a mutex over as the memory is copied.
 pub extern "C" fn forking() {
     AS_IT_FORKS.with(|f| f.set((kernel_tid(), this_thread())));
+    FORKING_NOW.with(|f| f.set(true));
+    FORKS.fetch_add(1, SeqCst);
+    wait_bounded(|| REFRESHES.load(SeqCst) == 0);
+}
+
+/// In the parent after `fork`: the refreshes may go on.
+pub extern "C" fn forked_parent() {
+    FORKING_NOW.with(|f| f.set(false));
+    FORKS.fetch_sub(1, SeqCst);
 }
 
 /// The calling thread's `pthread_self()`: one load from the thread
@@ -132,6 +214,10 @@ fn this_thread() -> u64 {
 /// In the child after `fork` (its one thread is the one that forked): a
 /// new generation.
 pub extern "C" fn forked() {
+    // The other threads, forking or refreshing, are not in the child.
+    FORKING_NOW.with(|f| f.set(false));
+    FORKS.store(0, SeqCst);
+    REFRESHES.store(0, SeqCst);
     let (in_parent, thread) = AS_IT_FORKS.with(Cell::get);
     let parent = FORK_EPOCH.load(Relaxed) & !RESETTING;
     let i = parent as usize % LINEAGE;
@@ -178,6 +264,7 @@ fn refresh(m: &Served, epoch: u32) {
             std::hint::spin_loop();
             continue;
         }
+        let _under_way = RefreshUnderWay::begin();
         if m.epoch.compare_exchange(seen, RESETTING | epoch, Acquire, Relaxed).is_ok() {
             // Last used in an ancestor (the parent, most often), held there
             // by the thread whose forks led here (see `held_by_forker` and
