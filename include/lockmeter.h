@@ -49,7 +49,8 @@ int lm_mutex_lock(lm_mutex_t *m);
 int lm_mutex_trylock(lm_mutex_t *m);
 /* Absolute CLOCK_REALTIME deadline, as pthread_mutex_timedlock.
  * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9).
- * "ticket" and "mcs" cannot leave their queue: for them this polls. */
+ * A "ticket" or "mcs" waiter that runs out of time leaves its place in
+ * line to the unlock that reaches it, which passes the lock on. */
 int lm_mutex_timedlock(lm_mutex_t *m, const struct timespec *abstime);
 /* Any thread may unlock, as with a normal pthread mutex; but "pi", like
  * glibc's PTHREAD_PRIO_INHERIT mutex, returns EPERM to a thread that does

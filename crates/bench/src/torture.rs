@@ -90,7 +90,7 @@ tortured!(
     RawFutexTid<Counts> => timed: true,
     RawPi<Counts> => timed: true,
     RawSpin<Counts> => timed: true,
-    RawTicket<Counts> => timed: false,
+    RawTicket<Counts> => timed: true,
     RawMcs<Counts> => timed: true
 );
 

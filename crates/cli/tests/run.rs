@@ -920,9 +920,9 @@ fn an_unlock_by_another_thread_releases_or_says_eperm() {
     }
 }
 
-/// A served queue lock's timed wait polls (it cannot leave its queue);
-/// a wait that slept between its tries is a sleep in the report, not a
-/// wait spent in neither column.
+/// A served queue lock's timed wait that slept is a sleep in the report,
+/// not a wait spent in neither column (as when it polled `try_lock`
+/// between sleeps, and the try that succeeded recorded no wait).
 #[test]
 fn a_queue_locks_timed_wait_is_a_sleep() {
     for algorithm in ["ticket", "mcs"] {

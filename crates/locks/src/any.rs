@@ -3,7 +3,7 @@
 //! state, 24 bytes, valid when all-zero (an unlocked `adaptive`).
 
 use crate::{Algorithm, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A mutex of any algorithm, dispatched by a tag.
 #[repr(C, u32)]
@@ -76,10 +76,8 @@ impl AnyMutex {
         dispatch!(self, l => l.try_lock())
     }
 
-    /// Acquires the lock unless `deadline` passes first. `ticket` cannot
-    /// leave its queue, so for it this polls `try_lock` with exponentially
-    /// growing sleeps (1 µs to 1 ms): correct, not fair. (`mcs` abandons
-    /// its place in the queue instead.)
+    /// Acquires the lock unless `deadline` passes first (`mcs` and
+    /// `ticket` leave their place in line to the unlock that reaches it).
     pub fn lock_until(&self, deadline: Instant) -> bool {
         match self {
             AnyMutex::Adaptive(l) => l.lock_until(deadline),
@@ -88,7 +86,7 @@ impl AnyMutex {
             AnyMutex::Pi(l) => l.lock_until(deadline),
             AnyMutex::Spin(l) => l.lock_until(deadline),
             AnyMutex::Mcs(l) => l.lock_until(deadline),
-            AnyMutex::Ticket(_) => poll_until(deadline, || self.try_lock()) != Polled::TimedOut,
+            AnyMutex::Ticket(l) => l.lock_until(deadline),
         }
     }
 
@@ -125,38 +123,6 @@ impl AnyMutex {
     /// Whether the lock is held (or, for the queue locks, waited for).
     pub fn is_locked(&self) -> bool {
         dispatch!(self, l => l.is_locked())
-    }
-}
-
-/// How [`poll_until`] ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Polled {
-    /// The first try took the lock.
-    AtOnce,
-    /// A later try took it, after the poller slept.
-    AfterSleeping,
-    /// The deadline passed.
-    TimedOut,
-}
-
-/// A timed lock for a queue lock (`ticket`), which cannot leave its queue
-/// once in it: `try_lock` until it succeeds or `deadline` passes,
-/// with sleeps growing from 1 µs to 1 ms between tries (correct, not fair).
-/// Says whether it slept, which a profile counts as a sleep.
-pub fn poll_until(deadline: Instant, mut try_lock: impl FnMut() -> bool) -> Polled {
-    let mut pause = Duration::from_micros(1);
-    let mut slept = false;
-    loop {
-        if try_lock() {
-            return if slept { Polled::AfterSleeping } else { Polled::AtOnce };
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Polled::TimedOut;
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        slept = true;
-        pause = (pause * 2).min(Duration::from_millis(1));
     }
 }
 

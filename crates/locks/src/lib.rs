@@ -93,6 +93,6 @@ pub type SpinMutex<T> = lock_api::Mutex<RawSpin, T>;
 #[cfg(not(loom))]
 pub use algorithm::{Algorithm, UnknownAlgorithm};
 #[cfg(not(loom))]
-pub use any::{poll_until, AnyMutex, Polled};
+pub use any::AnyMutex;
 #[cfg(not(loom))]
 pub use pi::RawPi;

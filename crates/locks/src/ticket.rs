@@ -52,14 +52,27 @@
 //! Tickets are 16 bits: at most 65535 waiters. Past 32767 closers the
 //! count stops (the others close the gate uncounted).
 //!
+//! A timed waiter whose deadline passes cannot take its ticket back (the
+//! tickets behind it are counted from it): it *gives it up*, recording
+//! (lock, ticket) in a process-wide table of given-up tickets, and the
+//! unlock that serves that ticket passes the lock on again, as its holder
+//! would have. Whether the turn or the giving up came first is settled by
+//! one compare-exchange on the table's entry (Scott and Scherer's abortable
+//! queue locks, reduced to abandonment, as `mcs` does it). A timed waiter
+//! counts itself as parked for its whole wait, so the unlock that serves
+//! its ticket takes the slow path, the only one that looks at the table.
+//! Polling `try_lock` instead, which succeeds only between two holders,
+//! timed out with 200 ms to spare while the lock changed hands thousands
+//! of times.
+//!
 //! Pick it when FIFO order matters more than throughput: strict while the
-//! waiters fit on the CPUs, a rotation with a bounded wait beyond. Timed
-//! lock is not offered: a ticket once taken cannot be given back.
+//! waiters fit on the CPUs, a rotation with a bounded wait beyond.
 
 use crate::clock::{self, SpinBudget};
 use crate::config;
 use crate::record::{self, AcquireKind, NoStats, Recorder};
-use crate::sync::{futex_wait_bits, futex_wake_bits, spin_hint, store_load_barrier, AtomicU32, Ordering};
+use crate::sync::{futex_wait_bits, futex_wake_bits, spin_hint, store_load_barrier, AtomicPtr, AtomicU32, Ordering};
+use std::time::Instant;
 
 /// Spin this long on our turn before parking.
 const PARK_AFTER_NS: u64 = 20_000;
@@ -222,30 +235,57 @@ impl<R: Recorder> RawTicket<R> {
     /// waits for the ticket's turn, or at the gate and then for a ticket.
     #[cold]
     pub fn wait(&self, wait: Wait) {
+        self.wait_until(wait, None);
+    }
+
+    /// Takes a ticket and waits for its turn until `deadline`; false if it
+    /// passed first (the ticket, if it took one, given up: see the
+    /// module's doc).
+    pub fn lock_until(&self, deadline: Instant) -> bool {
+        match self.enter() {
+            Ok(()) => true,
+            Err(wait) => self.wait_until(wait, Some(deadline)),
+        }
+    }
+
+    /// [`Self::wait`], giving up when `deadline` passes: false.
+    #[cold]
+    fn wait_until(&self, wait: Wait, deadline: Option<Instant>) -> bool {
         match wait.turn {
-            Some(ticket) => self.wait_for_turn(ticket, None),
+            Some(ticket) => self.wait_for_turn(ticket, None, deadline),
             None => {
                 let start = record::wait_start::<R>();
-                let slept_at_gate = !self.admitted() && self.wait_at_gate();
-                self.take_ticket(slept_at_gate.then_some(start));
+                let slept_at_gate = if self.admitted() {
+                    false
+                } else {
+                    match self.wait_at_gate_within(ADMISSION_BOUND_NS, deadline) {
+                        Some(waited) => waited,
+                        None => {
+                            self.recorder.timed_out(record::waited::<R>(start));
+                            return false;
+                        }
+                    }
+                };
+                self.take_ticket(slept_at_gate.then_some(start), deadline)
             }
         }
     }
 
-    /// Takes a ticket and waits for its turn. `gate_wait_start`: when this
-    /// thread began waiting at the gate, if it slept there: a turn served
-    /// at once then still ends a wait, and a sleep.
+    /// Takes a ticket and waits for its turn (until `deadline`, if any:
+    /// false if it passed first). `gate_wait_start`: when this thread began
+    /// waiting at the gate, if it slept there: a turn served at once then
+    /// still ends a wait, and a sleep.
     #[inline(always)]
-    fn take_ticket(&self, gate_wait_start: Option<u64>) {
+    fn take_ticket(&self, gate_wait_start: Option<u64>, deadline: Option<Instant>) -> bool {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) & TICKET_MASK;
         if self.now_serving() == ticket {
             match gate_wait_start {
                 Some(start) => self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start)),
                 None => self.recorder.acquired(AcquireKind::NoWait, 0),
             }
-            return;
+            return true;
         }
-        self.wait_for_turn(ticket, gate_wait_start);
+        self.wait_for_turn(ticket, gate_wait_start, deadline)
     }
 
     /// Acquires the lock if nobody holds or waits for it.
@@ -268,12 +308,20 @@ impl<R: Recorder> RawTicket<R> {
         ok
     }
 
-    /// Waits for `ticket`'s turn. `gate_wait_start`: when this thread began
-    /// waiting at the gate, if it slept there: the wait is timed from then,
-    /// and recorded as a sleep however the turn is then waited for.
+    /// Waits for `ticket`'s turn; with a `deadline`, gives the ticket up
+    /// when it passes first: false. `gate_wait_start`: when this thread
+    /// began waiting at the gate, if it slept there: the wait is timed from
+    /// then, and recorded as a sleep however the turn is then waited for.
     #[cold]
-    fn wait_for_turn(&self, ticket: u32, gate_wait_start: Option<u64>) {
+    fn wait_for_turn(&self, ticket: u32, gate_wait_start: Option<u64>, deadline: Option<Instant>) -> bool {
         let start = gate_wait_start.unwrap_or_else(record::wait_start::<R>);
+        // A timed waiter counts as parked for its whole wait: the unlock
+        // that serves its ticket then takes the path that looks for given
+        // up tickets. (Taken back when the turn comes; left, with a ticket
+        // given up, for the unlock that passes the lock on for it.)
+        if deadline.is_some() {
+            self.serving.fetch_add(PARKED_ONE, Ordering::SeqCst);
+        }
         let cap = if running_in_guest() { MAX_DELAY_IN_GUEST } else { MAX_DELAY_BARE_METAL };
         let mut factor = self.delay_factor.load(Ordering::Relaxed).clamp(1, cap);
         let park_after = clock::ns_to_cycles(PARK_AFTER_NS);
@@ -289,6 +337,21 @@ impl<R: Recorder> RawTicket<R> {
             let serving = self.now_serving();
             if serving == ticket {
                 break;
+            }
+            if crate::sync::deadline_passed(deadline) {
+                match self.give_up(ticket) {
+                    GiveUp::GivenUp => {
+                        self.recorder.timed_out(record::waited::<R>(start));
+                        return false;
+                    }
+                    GiveUp::OurTurn => break,
+                    GiveUp::NoRoom => {
+                        // Every entry the ticket may use is taken: wait on
+                        // for the turn or for room.
+                        nap();
+                        continue;
+                    }
+                }
             }
             let ahead = ticket.wrapping_sub(serving) & TICKET_MASK;
             // Park at once when the turn cannot come without a wake-up: the
@@ -310,7 +373,7 @@ impl<R: Recorder> RawTicket<R> {
                 } else {
                     ticket
                 };
-                self.park_until(wake_at);
+                self.park_until(wake_at, deadline);
                 slept = true;
                 budget = SpinBudget::new(park_after);
                 continue;
@@ -330,9 +393,41 @@ impl<R: Recorder> RawTicket<R> {
                 factor = (factor + factor / 8 + 1).min(cap);
             }
         }
+        if deadline.is_some() {
+            self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
+        }
         self.delay_factor.store(factor, Ordering::Relaxed);
         let kind = if slept { AcquireKind::Sleep } else { AcquireKind::Spin };
         self.recorder.acquired(kind, record::waited::<R>(start));
+        true
+    }
+
+    /// Gives up `ticket`, whose deadline passed: records it among the given
+    /// up tickets, then looks at the ticket served. Dekker's handshake with
+    /// the unlock that serves it (this side records the entry, then reads
+    /// `serving`; that side adds to `serving`, then looks for entries):
+    /// either the unlock finds the entry and passes the lock on, or this
+    /// thread sees its turn and takes the entry back, and if both, the
+    /// compare-exchange on the entry decides.
+    #[cold]
+    fn give_up(&self, ticket: u32) -> GiveUp {
+        let table = given_up_tickets();
+        // Counted before it is recorded, and taken off after it is taken:
+        // the count is never below the entries waiting to be taken, so an
+        // unlock that reads 0 has none to look for. (Counted after, an
+        // unlock that took another entry meanwhile took off its count
+        // first, read 0 for this one, and served its ticket to nobody: a
+        // loom model found it.)
+        table.count.fetch_add(1, Ordering::SeqCst);
+        let Some(entry) = table.record(self as *const Self as *mut (), ticket) else {
+            table.count.fetch_sub(1, Ordering::Relaxed);
+            return GiveUp::NoRoom;
+        };
+        store_load_barrier();
+        if self.serving.load(Ordering::SeqCst) >> 16 == ticket && table.take(entry) {
+            return GiveUp::OurTurn;
+        }
+        GiveUp::GivenUp
     }
 
     /// Sets LINE_FULL, unless it is set already. (A stale read that sees
@@ -346,23 +441,18 @@ impl<R: Recorder> RawTicket<R> {
     }
 
     /// Waits, asleep, until the line has room (see the module's doc). A
-    /// thread that has waited past the bound closes the gate and waits for
+    /// thread that has waited past `bound_ns` closes the gate and waits for
     /// the line to drain, which it soon does: nobody else joins it
     /// meanwhile. It yields first, then naps (a lock held long).
     /// Returns whether it waited (slept or yielded) rather than finding
-    /// room at once.
-    #[cold]
-    fn wait_at_gate(&self) -> bool {
-        self.wait_at_gate_within(ADMISSION_BOUND_NS)
-    }
-
-    /// [`Self::wait_at_gate`], closing the gate after `bound_ns`.
+    /// room at once; None if `deadline` passed first.
     ///
     /// A gate sleeper sleeps on the waiting array, like a parked ticket
     /// holder, so that the unlock wakes it without touching the lock's
     /// memory after releasing it (the next holder may destroy and free the
     /// lock at once); the unlock reads `gate` before its release instead.
-    fn wait_at_gate_within(&self, bound_ns: u64) -> bool {
+    #[cold]
+    fn wait_at_gate_within(&self, bound_ns: u64, deadline: Option<Instant>) -> Option<bool> {
         let arrived = clock::cycles();
         let mut waited_at_all = false;
         let bound = clock::ns_to_cycles(bound_ns);
@@ -371,6 +461,7 @@ impl<R: Recorder> RawTicket<R> {
         let mut closer = false;
         let mut counted_as_closer = false;
         let mut closer_yields = 0;
+        let mut timed_out = false;
         slot.sleepers.fetch_add(1, Ordering::Relaxed);
         // SeqCst, with the unlocker's read of `gate`, which precedes its
         // release: either it sees us here, or we see its ticket still out,
@@ -384,13 +475,17 @@ impl<R: Recorder> RawTicket<R> {
                 break;
             }
             waited_at_all = true;
+            if crate::sync::deadline_passed(deadline) {
+                timed_out = true;
+                break;
+            }
             if closer {
                 if closer_yields < CLOSER_YIELDS {
                     closer_yields += 1;
                     yield_cpu();
                 } else {
-                    let nap = std::time::Instant::now() + std::time::Duration::from_nanos(CLOSER_NAP_NS);
-                    futex_wait_bits(&slot.seq, seq, Some(nap), GATE_BITS);
+                    let nap = Instant::now() + std::time::Duration::from_nanos(CLOSER_NAP_NS);
+                    futex_wait_bits(&slot.seq, seq, Some(earlier(nap, deadline)), GATE_BITS);
                 }
                 continue;
             }
@@ -402,14 +497,21 @@ impl<R: Recorder> RawTicket<R> {
                 closer = true;
                 continue;
             }
-            let deadline = std::time::Instant::now()
-                + std::time::Duration::from_nanos(clock::cycles_to_ns(bound.saturating_sub(waited)));
-            futex_wait_bits(&slot.seq, seq, Some(deadline), GATE_BITS);
+            let closing_time = Instant::now() + std::time::Duration::from_nanos(clock::cycles_to_ns(bound.saturating_sub(waited)));
+            futex_wait_bits(&slot.seq, seq, Some(earlier(closing_time, deadline)), GATE_BITS);
         }
         let leaving = GATE_WAITER + if counted_as_closer { GATE_CLOSER } else { 0 };
-        self.gate.fetch_sub(leaving, Ordering::SeqCst);
+        let before = self.gate.fetch_sub(leaving, Ordering::SeqCst);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
-        waited_at_all
+        if timed_out {
+            // The wake an emptied line sent may have been this thread's to
+            // take: pass it on to the next gate sleeper.
+            if before & GATE_WAITERS_MASK > 1 {
+                self.wake_gate();
+            }
+            return None;
+        }
+        Some(waited_at_all)
     }
 
     /// Counts this thread among the gate's closers, unless 32767 are
@@ -430,8 +532,9 @@ impl<R: Recorder> RawTicket<R> {
         }
     }
 
-    /// Sleeps until the ticket served has reached `target`.
-    fn park_until(&self, target: u32) {
+    /// Sleeps until the ticket served has reached `target`, or `deadline`
+    /// has passed.
+    fn park_until(&self, target: u32, deadline: Option<Instant>) {
         let slot = slot_for(self as *const _ as usize, target);
         forget_sleepers_after_fork();
         // Count ourselves on the slot, then register in `serving` with a
@@ -443,10 +546,10 @@ impl<R: Recorder> RawTicket<R> {
             let seq = slot.seq.load(Ordering::Acquire);
             // Signed 16-bit distance: has the ticket served reached `target`?
             let behind = target.wrapping_sub(self.now_serving()) & TICKET_MASK;
-            if behind == 0 || behind > TICKET_MASK / 2 {
+            if behind == 0 || behind > TICKET_MASK / 2 || crate::sync::deadline_passed(deadline) {
                 break;
             }
-            futex_wait_bits(&slot.seq, seq, None, TICKET_BITS);
+            futex_wait_bits(&slot.seq, seq, deadline, TICKET_BITS);
         }
         self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
@@ -459,6 +562,19 @@ impl<R: Recorder> RawTicket<R> {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
+        // SAFETY: the lock is held; when `pass_on` says so, it is held
+        // again, for a given-up ticket.
+        while unsafe { self.pass_on() } {}
+    }
+
+    /// Passes the lock to the next ticket. True when that ticket was given
+    /// up by its timed waiter: this thread then holds the lock for it, and
+    /// passes it on again.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    #[inline(always)]
+    unsafe fn pass_on(&self) -> bool {
         // Read before the release: once released, the lock is the next
         // holder's, who may destroy and free it.
         store_load_barrier();
@@ -475,6 +591,9 @@ impl<R: Recorder> RawTicket<R> {
         let serving = ((before >> 16) + 1) & TICKET_MASK;
         if before & TICKET_MASK != 0 {
             self.wake_slot(serving);
+            if self.take_over_given_up(serving) {
+                return true;
+            }
         }
         // Threads at the gate and nobody left in line: the lock would idle
         // while they sleep. (A ticket taken since `next` was read makes
@@ -482,6 +601,34 @@ impl<R: Recorder> RawTicket<R> {
         if gate & GATE_WAITERS_MASK != 0 && next & TICKET_MASK == serving {
             self.wake_gate();
         }
+        false
+    }
+
+    /// Whether `serving`, just served, is a ticket its timed waiter gave
+    /// up, now taken over by this thread: the lock is then its to pass on.
+    /// The other side of [`Self::give_up`]'s handshake; only the table is
+    /// read until the entry is ours (the lock may be another thread's).
+    #[cold]
+    fn take_over_given_up(&self, serving: u32) -> bool {
+        store_load_barrier();
+        let table = given_up_tickets();
+        if table.count.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        if !table.take_over(self as *const Self as *mut (), serving) {
+            return false;
+        }
+        // The timed waiter's count among the parked, left for us.
+        self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
+        true
+    }
+
+    /// Forgets the tickets given up on this lock, for a lock whose state is
+    /// being reset (in a child of `fork`, where the line is forgotten): its
+    /// tickets count from 0 again, and an entry left from the old line
+    /// would have an unlock pass over a live waiter's ticket.
+    pub fn forget_given_up(&self) {
+        given_up_tickets().forget(self as *const Self as *mut ());
     }
 
     /// Wakes the ticket holders parked on the slot of `serving`. Only the
@@ -515,11 +662,172 @@ impl<R: Recorder> RawTicket<R> {
     /// No other thread may use the lock during the call, and `tid` is to
     /// unlock it.
     pub unsafe fn reset_to_held_by(&self, _tid: u32) {
+        self.forget_given_up();
         // Ticket 0 served and held; nobody in line, parked or at the gate.
         self.serving.store(0, Ordering::Relaxed);
         self.gate.store(0, Ordering::Relaxed);
         self.next_ticket.store(1, Ordering::Release);
     }
+}
+
+/// How [`RawTicket::give_up`] ended.
+enum GiveUp {
+    /// The ticket is given up: the unlock that serves it passes it on.
+    GivenUp,
+    /// Its turn came first: the lock is ours.
+    OurTurn,
+    /// No entry of the table was free for it: the ticket is still ours.
+    NoRoom,
+}
+
+/// The earlier of `a` and an optional `deadline`.
+fn earlier(a: Instant, deadline: Option<Instant>) -> Instant {
+    deadline.map_or(a, |d| d.min(a))
+}
+
+/// A short sleep, for a timed waiter that found no room to give its ticket
+/// up: it waits for its turn or for room, the table being full of tickets
+/// that unlocks are about to pass over.
+fn nap() {
+    #[cfg(not(loom))]
+    std::thread::sleep(std::time::Duration::from_micros(50));
+    #[cfg(loom)]
+    spin_hint();
+}
+
+/// An entry of the given-up tickets' table: `state` is free, taken (being
+/// written, or taken back), or given up (`lock` and `ticket` say which),
+/// with a generation above the two low bits that each reuse bumps, so that
+/// a compare-exchange on a state read before a reuse fails.
+#[repr(align(16))]
+struct GivenUp {
+    state: AtomicU32,
+    ticket: AtomicU32,
+    lock: AtomicPtr<()>,
+}
+
+const ENTRY_FREE: u32 = 0;
+const ENTRY_TAKEN: u32 = 1;
+const ENTRY_GIVEN_UP: u32 = 2;
+const ENTRY_KIND: u32 = 3;
+const ENTRY_GENERATION: u32 = 4;
+
+/// The process's given-up tickets (see the module's doc), and how many.
+/// An entry for (lock, ticket) is looked for in `PROBES` entries from its
+/// hash; a waiter that finds none free waits on for its turn.
+struct GivenUpTickets {
+    count: AtomicU32,
+    entries: [GivenUp; GIVEN_UP_ENTRIES],
+}
+
+#[cfg(not(loom))]
+const GIVEN_UP_ENTRIES: usize = 256;
+#[cfg(loom)]
+const GIVEN_UP_ENTRIES: usize = 4;
+const PROBES: usize = if GIVEN_UP_ENTRIES < 16 { GIVEN_UP_ENTRIES } else { 16 };
+
+impl GivenUpTickets {
+    /// The entries (lock, ticket) may use.
+    fn probed(&self, lock: *mut (), ticket: u32) -> impl Iterator<Item = &GivenUp> {
+        let first = slot_index(lock as usize, ticket, GIVEN_UP_ENTRIES);
+        (0..PROBES).map(move |k| &self.entries[(first + k) % GIVEN_UP_ENTRIES])
+    }
+
+    /// Records `ticket` of `lock` as given up; None if no entry was free.
+    fn record(&self, lock: *mut (), ticket: u32) -> Option<&GivenUp> {
+        for entry in self.probed(lock, ticket) {
+            let state = entry.state.load(Ordering::Relaxed);
+            if state & ENTRY_KIND != ENTRY_FREE {
+                continue;
+            }
+            let generation = state & !ENTRY_KIND;
+            if entry
+                .state
+                .compare_exchange(state, generation | ENTRY_TAKEN, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                entry.lock.store(lock, Ordering::Relaxed);
+                entry.ticket.store(ticket, Ordering::Relaxed);
+                entry.state.store(generation | ENTRY_GIVEN_UP, Ordering::SeqCst);
+                return Some(entry);
+            }
+        }
+        None
+    }
+
+    /// Takes `entry` back from the given up, if nobody took it over: true
+    /// when taken (and freed).
+    fn take(&self, entry: &GivenUp) -> bool {
+        let state = entry.state.load(Ordering::Acquire);
+        state & ENTRY_KIND == ENTRY_GIVEN_UP && self.claim(entry, state)
+    }
+
+    /// Takes over `ticket` of `lock` if it was given up: true when taken
+    /// (and its entry freed).
+    fn take_over(&self, lock: *mut (), ticket: u32) -> bool {
+        self.probed(lock, ticket).any(|entry| {
+            let state = entry.state.load(Ordering::SeqCst);
+            state & ENTRY_KIND == ENTRY_GIVEN_UP
+                && entry.lock.load(Ordering::Relaxed) == lock
+                && entry.ticket.load(Ordering::Relaxed) == ticket
+                && self.claim(entry, state)
+        })
+    }
+
+    /// Takes every entry of `lock` (a reset lock's, see
+    /// [`RawTicket::forget_given_up`]).
+    fn forget(&self, lock: *mut ()) {
+        for entry in &self.entries {
+            let state = entry.state.load(Ordering::Acquire);
+            if state & ENTRY_KIND == ENTRY_GIVEN_UP && entry.lock.load(Ordering::Relaxed) == lock {
+                self.claim(entry, state);
+            }
+        }
+    }
+
+    /// Claims `entry`, given up in `state` (its generation unchanged since
+    /// it was read), and frees it for the next generation.
+    fn claim(&self, entry: &GivenUp, state: u32) -> bool {
+        let generation = state & !ENTRY_KIND;
+        if entry
+            .state
+            .compare_exchange(state, generation | ENTRY_TAKEN, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        entry.state.store(generation.wrapping_add(ENTRY_GENERATION) | ENTRY_FREE, Ordering::Release);
+        true
+    }
+}
+
+#[cfg(not(loom))]
+fn given_up_tickets() -> &'static GivenUpTickets {
+    static TABLE: GivenUpTickets = GivenUpTickets {
+        count: AtomicU32::new(0),
+        entries: {
+            #[allow(clippy::declare_interior_mutable_const)]
+            const FREE: GivenUp = GivenUp { state: AtomicU32::new(0), ticket: AtomicU32::new(0), lock: AtomicPtr::new(std::ptr::null_mut()) };
+            [FREE; GIVEN_UP_ENTRIES]
+        },
+    };
+    &TABLE
+}
+
+#[cfg(loom)]
+fn given_up_tickets() -> &'static GivenUpTickets {
+    loom::lazy_static! {
+        static ref TABLE: GivenUpTickets = GivenUpTickets {
+            count: AtomicU32::new(0),
+            entries: std::array::from_fn(|_| GivenUp {
+                state: AtomicU32::new(0),
+                ticket: AtomicU32::new(0),
+                lock: AtomicPtr::new(std::ptr::null_mut()),
+            }),
+        };
+    }
+    &TABLE
 }
 
 /// One futex slot of the waiting array.
@@ -593,9 +901,14 @@ fn waiting_array() -> &'static [Slot; SLOTS] {
 }
 
 fn slot_for(lock: usize, ticket: u32) -> &'static Slot {
+    &waiting_array()[slot_index(lock, ticket, SLOTS)]
+}
+
+/// The index of (lock address, ticket) in a table of `len` entries.
+fn slot_index(lock: usize, ticket: u32, len: usize) -> usize {
     // A model must be deterministic, and addresses differ between loom's
-    // executions: there, slots are keyed by ticket alone (which still lets
-    // different tickets collide, as SLOTS is small).
+    // executions: there, entries are keyed by ticket alone (which still lets
+    // different tickets collide, as the tables are small).
     #[cfg(loom)]
     let lock = {
         let _ = lock;
@@ -603,8 +916,7 @@ fn slot_for(lock: usize, ticket: u32) -> &'static Slot {
     };
     // Fibonacci hashing of (lock address, ticket).
     let key = (lock as u64 >> 4) ^ (ticket as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let index = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % SLOTS;
-    &waiting_array()[index]
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % len
 }
 
 /// How many waiters, counting from the front of the line, can be running
@@ -658,6 +970,10 @@ fn running_in_guest() -> bool {
         false
     }
 }
+
+// A timed-out attempt gives its ticket up, and the unlock that serves it
+// passes the lock on.
+crate::clock::timed_by_deadline!(RawTicket);
 
 #[cfg(not(loom))]
 impl<R: Recorder> Default for RawTicket<R> {
@@ -713,6 +1029,95 @@ mod tests {
             assert!(start.elapsed() < Duration::from_secs(5), "no thread reached the gate");
             std::thread::yield_now();
         }
+    }
+
+    /// A lock this thread holds, and a thread that waits for it with a
+    /// timed lock of `timeout`: its result.
+    fn held_and_timed(timeout: Duration) -> (Arc<RawTicket<NoStats>>, std::thread::JoinHandle<bool>) {
+        let lock = Arc::new(RawTicket::<NoStats>::new());
+        lock.lock();
+        let timed = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.lock_until(Instant::now() + timeout))
+        };
+        (lock, timed)
+    }
+
+    /// Joins `thread`, which must finish within 5 s: else `why`.
+    fn finishes(thread: std::thread::JoinHandle<()>, why: &str) {
+        let start = Instant::now();
+        while !thread.is_finished() {
+            assert!(start.elapsed() < Duration::from_secs(5), "{why}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        thread.join().unwrap();
+    }
+
+    /// A timed waiter whose deadline passes in line gives its ticket up:
+    /// the unlock that serves it passes the lock on to the waiter behind,
+    /// and the table is left empty.
+    #[test]
+    fn the_unlock_passes_a_given_up_ticket_on() {
+        let (lock, timed) = held_and_timed(Duration::from_millis(30));
+        // The timed waiter holds ticket 1; the plain one will hold 2.
+        while lock.next_ticket.load(Ordering::Relaxed) < 2 {
+            std::thread::yield_now();
+        }
+        let plain = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+            })
+        };
+        assert!(!timed.join().unwrap(), "the timed waiter got a lock that was held throughout");
+        unsafe { lock.unlock() };
+        finishes(plain, "the given-up ticket was served to nobody");
+        assert!(!lock.is_locked());
+        assert_eq!(lock.serving.load(Ordering::Relaxed) & TICKET_MASK, 0, "a parked count left behind");
+        let me = &*lock as *const RawTicket<NoStats> as *mut ();
+        assert!(!given_up_tickets().take_over(me, 1), "the given-up ticket is still in the table");
+    }
+
+    /// A lock reset in a child of `fork` counts its tickets from 0 again:
+    /// a ticket given up in the old line must not be taken over in the new
+    /// one, where it is a live waiter's (the unlock took it over, and took
+    /// off a parked count the reset had already dropped: the count borrowed
+    /// from the ticket served, 65535 parked left behind).
+    #[test]
+    fn a_reset_lock_forgets_its_given_up_tickets() {
+        let (lock, timed) = held_and_timed(Duration::from_millis(10));
+        assert!(!timed.join().unwrap());
+        // As the child's refresh does: held by the forking thread, ticket 0.
+        unsafe { lock.reset_to_held_by(0) };
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+            })
+        };
+        // Parked (its spin over): the unlock takes the path that looks for
+        // given-up tickets.
+        while lock.serving.load(Ordering::Relaxed) & TICKET_MASK == 0 {
+            std::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        finishes(waiter, "the unlock passed over the waiter's ticket");
+        assert!(!lock.is_locked());
+        assert_eq!(lock.serving.load(Ordering::Relaxed) & TICKET_MASK, 0, "parked count off");
+    }
+
+    /// A timed waiter at the gate gives up when its deadline passes, and
+    /// leaves nothing of itself there.
+    #[test]
+    fn a_timed_waiter_leaves_the_gate_at_its_deadline() {
+        let lock = RawTicket::<NoStats>::new();
+        fill_the_line(&lock);
+        let start = Instant::now();
+        assert!(!lock.lock_until(start + Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(lock.gate.load(Ordering::Relaxed), LINE_FULL, "nobody left at the gate");
     }
 
     /// A child of `fork` has none of the parent's threads asleep at the
@@ -798,7 +1203,7 @@ mod tests {
         // A bound the test cannot outlast: only the wake admits it.
         let newcomer = {
             let lock = lock.clone();
-            std::thread::spawn(move || lock.wait_at_gate_within(60_000_000_000))
+            std::thread::spawn(move || lock.wait_at_gate_within(60_000_000_000, None))
         };
         until_a_thread_is_at_the_gate(&lock);
         for _ in 0..full {
@@ -884,7 +1289,7 @@ mod tests {
         // Bound 0: it closes the gate at once, then waits for the line.
         let closer = {
             let lock = lock.clone();
-            std::thread::spawn(move || lock.wait_at_gate_within(0))
+            std::thread::spawn(move || lock.wait_at_gate_within(0, None))
         };
         until_a_thread_is_at_the_gate(&lock);
         // Long enough for it to have closed the gate and begun to wait.
@@ -920,7 +1325,7 @@ mod tests {
                 let lock = lock.clone();
                 std::thread::spawn(move || {
                     let (cpu, wall) = (thread_cpu(), Instant::now());
-                    lock.wait_at_gate();
+                    lock.wait_at_gate_within(ADMISSION_BOUND_NS, None);
                     (thread_cpu() - cpu, wall.elapsed())
                 })
             })

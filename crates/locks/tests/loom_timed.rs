@@ -6,7 +6,7 @@
 //! bound (2 by default).
 #![cfg(loom)]
 
-use lockmeter_locks::{config, model_time_up, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs};
+use lockmeter_locks::{config, model_time_up, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread::JoinHandle;
@@ -51,7 +51,7 @@ macro_rules! timed_lock {
         }
     )*};
 }
-timed_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawFutexTid<NoStats>, RawMcs<NoStats>);
+timed_lock!(RawAdaptive<NoStats>, RawFutex<NoStats>, RawFutexTid<NoStats>, RawMcs<NoStats>, RawTicket<NoStats>);
 
 /// The lock, and a counter loom watches for races.
 type Shared<L> = Arc<(L, UnsafeCell<usize>)>;
@@ -184,14 +184,13 @@ fn mcs_timed_and_plain() {
     timed_and_plain::<RawMcs<NoStats>>(count_and_unlock, true);
 }
 
-/// `mcs`: two timed waiters behind the holder, both of which may abandon
-/// (the unlock then passes through two nodes and frees the lock), and a
-/// later plain lock must still get it.
-#[test]
-fn mcs_two_abandoned_in_a_row() {
+/// Two timed waiters behind the holder, both of which may give up their
+/// place (the unlock then passes over two places and frees the lock), and
+/// a later plain lock must still get it.
+fn two_timed_in_a_row<L: TimedLock>() {
     setup();
     builder().check(|| {
-        let shared: Shared<RawMcs<NoStats>> = Arc::new((RawMcs::new(), UnsafeCell::new(0usize)));
+        let shared: Shared<L> = Arc::new((L::create(), UnsafeCell::new(0usize)));
         shared.0.lock();
         let timed: Vec<_> = (0..2).map(|_| waiter(&shared, true)).collect();
         let timer = loom::thread::spawn(model_time_up);
@@ -204,4 +203,25 @@ fn mcs_two_abandoned_in_a_row() {
         TimedLock::unlock(&shared.0);
         assert!(!shared.0.is_locked(), "left locked");
     });
+}
+
+#[test]
+fn mcs_two_abandoned_in_a_row() {
+    two_timed_in_a_row::<RawMcs<NoStats>>();
+}
+
+/// `ticket`: main holds the lock; a timed waiter and a plain one take
+/// tickets, in either order (the second parks at once, beyond the models'
+/// one-CPU window), and the timer may fire at any point: the timed waiter
+/// either gets its turn or gives its ticket up, and the unlock that
+/// serves a given-up ticket passes the lock on. Everyone finishes,
+/// exclusion holds, and the lock ends free.
+#[test]
+fn ticket_timed_and_plain() {
+    timed_and_plain::<RawTicket<NoStats>>(count_and_unlock, true);
+}
+
+#[test]
+fn ticket_two_given_up_in_a_row() {
+    two_timed_in_a_row::<RawTicket<NoStats>>();
 }

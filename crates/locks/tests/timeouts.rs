@@ -2,14 +2,14 @@
 //! (its own binary: the switch is process-wide). A timed waiter that is
 //! woken and then gives up must pass the wake on, or the untimed sleepers
 //! behind it sleep forever once the others stop contending. A queue lock's
-//! timed waiter that gives up leaves its place abandoned, and the unlock
-//! that reaches it must pass the lock on. And a timed lock gets a lock that
-//! keeps changing hands.
+//! timed waiter that gives up leaves its place abandoned (`mcs`) or its
+//! ticket given up (`ticket`), and the unlock that reaches it must pass the
+//! lock on. And a timed lock gets a lock that keeps changing hands.
 
 #![cfg(not(loom))]
 
 use lock_api::RawMutexTimed;
-use lockmeter_locks::{config, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin};
+use lockmeter_locks::{config, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,10 +75,15 @@ fn spin() {
 fn mcs() {
     mixed_waiters::<RawMcs>();
 }
+#[test]
+fn ticket() {
+    mixed_waiters::<RawTicket>();
+}
 
 /// Six threads keep the lock busy (a short section, no pause between);
 /// timed locks with room for thousands of hand-overs must get it. `mcs`
-/// polled its queue for a moment it was empty, which never came: 0 of 10.
+/// polled its queue for a moment it was empty, which never came: 0 of 10;
+/// `ticket` polled for a moment between two holders: 5-10 of 10.
 fn timed_lock_gets_a_busy_lock<L: RawMutexTimed<Duration = Duration> + Send + Sync + 'static>() {
     let lock = Arc::new(L::INIT);
     let stop = Arc::new(AtomicBool::new(false));
@@ -115,4 +120,9 @@ fn timed_lock_gets_a_busy_lock<L: RawMutexTimed<Duration = Duration> + Send + Sy
 #[test]
 fn a_timed_mcs_lock_gets_a_busy_lock() {
     timed_lock_gets_a_busy_lock::<RawMcs>();
+}
+
+#[test]
+fn a_timed_ticket_lock_gets_a_busy_lock() {
+    timed_lock_gets_a_busy_lock::<RawTicket>();
 }

@@ -7,7 +7,7 @@
 
 use lockmeter_locks::ticket;
 use lockmeter_locks::{
-    current_tid, kernel_tid, oracle::Decider, poll_until, AcquireKind, Algorithm, NoStats, Polled, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -286,6 +286,10 @@ fn refresh(m: &Served, epoch: u32) {
                     m.holder_thread.store(forker_thread, Relaxed);
                 }
             } else {
+                if super::algorithm() == Some(Algorithm::Ticket) {
+                    // SAFETY: as in `with_lock!`.
+                    unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).forget_given_up() };
+                }
                 for word in &m.state {
                     word.store(0, Relaxed);
                 }
@@ -694,21 +698,7 @@ pub unsafe fn lock_until<R: Recorder>(
         }
         Err(error) => return error,
     };
-    let acquired = match algorithm {
-        // The ticket lock cannot leave its queue: it polls.
-        Algorithm::Ticket => match poll_until(deadline, || with_lock!(algorithm, served_mutex, R, l => l.try_lock())) {
-            Polled::AtOnce => true,
-            Polled::AfterSleeping => {
-                // The successful try recorded an acquisition that did not
-                // wait; it followed sleeps.
-                LAST.with(|last| last.set(AcquireKind::Sleep));
-                true
-            }
-            Polled::TimedOut => false,
-        },
-        _ => timed::<R>(algorithm, served_mutex, deadline),
-    };
-    if !acquired {
+    if !timed::<R>(algorithm, served_mutex, deadline) {
         return libc::ETIMEDOUT;
     }
     now_owned(algorithm, served_mutex);
@@ -726,7 +716,7 @@ fn timed<R: Recorder>(algorithm: Algorithm, m: &Served, deadline: Instant) -> bo
             Algorithm::Pi => (*state.cast::<RawPi<R>>()).lock_until(deadline),
             Algorithm::Spin => (*state.cast::<RawSpin<R>>()).lock_until(deadline),
             Algorithm::Mcs => (*state.cast::<RawMcs<R>>()).lock_until(deadline),
-            Algorithm::Ticket => unreachable!("handled by the caller"),
+            Algorithm::Ticket => (*state.cast::<RawTicket<R>>()).lock_until(deadline),
         }
     }
 }
