@@ -261,6 +261,24 @@ pub(crate) fn lock_for(timeout: Duration, until: impl FnOnce(Instant) -> bool, f
     }
 }
 
+/// `try_take` until it succeeds or `deadline` passes, with sleeps growing
+/// from 1 µs to 1 ms between tries: false if the deadline passed. For a
+/// timed lock that cannot wait in line (correct, not fair).
+pub(crate) fn poll_until(deadline: Instant, mut try_take: impl FnMut() -> bool) -> bool {
+    let mut pause = std::time::Duration::from_micros(1);
+    loop {
+        if try_take() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+    }
+}
+
 /// `lock_api::RawMutexTimed` for a lock with an inherent `lock_until` (a
 /// deadline wait) and `lock`; each use says what a timed-out attempt
 /// leaves behind.

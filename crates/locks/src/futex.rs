@@ -174,6 +174,12 @@ mod model {
             return WaitOutcome::TimedOut;
         }
         let mut table = lock.lock().unwrap();
+        // Again under the table's lock, which the timer takes after ending
+        // model time: a sleeper that looked just before would sleep
+        // through it.
+        if crate::sync::deadline_passed(deadline) {
+            return WaitOutcome::TimedOut;
+        }
         if word.load(crate::sync::Ordering::SeqCst) != expected {
             return WaitOutcome::ValueChanged;
         }

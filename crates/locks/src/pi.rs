@@ -105,7 +105,7 @@ impl<R: Recorder> RawPi<R> {
         let tid = current_tid();
         let deadline = deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1 << 32));
         let try_take = || self.word.compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed).is_ok();
-        if !poll_until(deadline, try_take) {
+        if !crate::clock::poll_until(deadline, try_take) {
             self.recorder.timed_out(record::waited::<R>(start));
             return false;
         }
@@ -251,23 +251,6 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawPi<R> {
     }
     fn is_locked(&self) -> bool {
         RawPi::is_locked(self)
-    }
-}
-
-/// `try_take` until it succeeds or `deadline` passes, with sleeps growing
-/// from 1 µs to 1 ms between tries: false if the deadline passed.
-fn poll_until(deadline: Instant, mut try_take: impl FnMut() -> bool) -> bool {
-    let mut pause = std::time::Duration::from_micros(1);
-    loop {
-        if try_take() {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(std::time::Duration::from_millis(1));
     }
 }
 

@@ -44,10 +44,11 @@
 //! that arrive before the mark, once per busy spell.
 //!
 //! Lock state (16 bytes): `next_ticket`; `serving`, whose high 16 bits are
-//! the ticket now served and whose low 16 bits count the waiters parked (or
-//! about to park), so one atomic add both passes the lock on and tells the
-//! unlocker whether anybody may sleep (no store-load race between two
-//! words); `delay_factor`; `gate`, threads at the gate (low 16 bits), how
+//! the ticket now served and whose low 15 bits count the waiters parked (or
+//! about to park), so that the atomic operation that passes the lock on
+//! also tells the unlocker whether anybody may sleep (no store-load race
+//! between two words), and whose bit 15 says an unlock is looking for
+//! given-up tickets (below); `delay_factor`; `gate`, threads at the gate (low 16 bits), how
 //! many of them closed it (15 bits) and the line-full mark (the top bit).
 //! Tickets are 16 bits: at most 65535 waiters. Past 32767 closers the
 //! count stops (the others close the gate uncounted).
@@ -55,15 +56,29 @@
 //! A timed waiter whose deadline passes cannot take its ticket back (the
 //! tickets behind it are counted from it): it *gives it up*, recording
 //! (lock, ticket) in a process-wide table of given-up tickets, and the
-//! unlock that serves that ticket passes the lock on again, as its holder
-//! would have. Whether the turn or the giving up came first is settled by
-//! one compare-exchange on the table's entry (Scott and Scherer's abortable
-//! queue locks, reduced to abandonment, as `mcs` does it). A timed waiter
-//! counts itself as parked for its whole wait, so the unlock that serves
-//! its ticket takes the slow path, the only one that looks at the table.
-//! Polling `try_lock` instead, which succeeds only between two holders,
-//! timed out with 200 ms to spare while the lock changed hands thousands
-//! of times.
+//! unlock that would serve that ticket serves the next one instead,
+//! taking the given-up turn as its holder would have (Scott and Scherer's
+//! abortable queue locks, reduced to abandonment, as `mcs` does it). The
+//! unlock decides that while it still holds the lock: with waiters parked
+//! (every timed waiter counts as one), it marks `serving` *releasing*,
+//! looks for the next tickets in the table, and releases past those given
+//! up; a waiter that gives up records its entry, then reads `serving`
+//! (Dekker's handshake: either the unlock's look finds the entry, or the
+//! waiter's read sees the mark or the release), waits out a mark, and
+//! takes its entry back if its turn was served. (A release by
+//! compare-exchange, which a waiter's change to `serving` after recording
+//! was to fail, succeeded on a word that parking waiters had changed back
+//! to the value it read, and served a given-up ticket to nobody: a loom
+//! model found it.) (Deciding after the release, an unlock preempted there could
+//! take over a ticket of the same number from a later line, by then the
+//! lock's or a new lock's at the same address.) The entry is reserved
+//! before the waiter takes its ticket, so giving up cannot fail for want
+//! of room; with the table full, a timed lock polls `try_lock` instead
+//! (correct, not fair), as it did before the table existed: that
+//! succeeds only between two holders, and timed out with 200 ms to spare
+//! while the lock changed hands thousands of times. A timed waiter counts
+//! itself as parked for its whole wait, so the unlock that reaches its
+//! ticket takes the slow path, the only one that looks at the table.
 //!
 //! Pick it when FIFO order matters more than throughput: strict while the
 //! waiters fit on the CPUs, a rotation with a bounded wait beyond.
@@ -117,6 +132,11 @@ const TICKET_MASK: u32 = 0xFFFF;
 const SERVED_ONE: u32 = 1 << 16;
 /// One parked waiter, in the `serving` word.
 const PARKED_ONE: u32 = 1;
+/// The parked waiters' count in the `serving` word.
+const PARKED_MASK: u32 = 0x7FFF;
+/// In the `serving` word: an unlock is looking for given-up tickets
+/// behind its own, the lock still held.
+const RELEASING: u32 = 0x8000;
 
 /// What [`RawTicket::enter`] left to wait for: the turn of the ticket
 /// it took, or the gate.
@@ -129,7 +149,8 @@ pub struct Wait {
 #[repr(C)]
 pub struct RawTicket<R: Recorder = NoStats> {
     next_ticket: AtomicU32,
-    /// Ticket served (high 16 bits) | parked waiters (low 16 bits).
+    /// Ticket served (high 16 bits) | RELEASING | parked waiters (low 15
+    /// bits).
     serving: AtomicU32,
     /// Pause instructions per waiter ahead; 0 reads as 1.
     delay_factor: AtomicU32,
@@ -242,50 +263,67 @@ impl<R: Recorder> RawTicket<R> {
     /// passed first (the ticket, if it took one, given up: see the
     /// module's doc).
     pub fn lock_until(&self, deadline: Instant) -> bool {
+        let Some(reservation) = given_up_tickets().reserve(self.address()) else {
+            return clock::poll_until(deadline, || self.try_lock());
+        };
         match self.enter() {
-            Ok(()) => true,
-            Err(wait) => self.wait_until(wait, Some(deadline)),
+            Ok(()) => {
+                given_up_tickets().release(reservation);
+                true
+            }
+            Err(wait) => self.wait_until(wait, Some(Timed { deadline, reservation })),
         }
     }
 
-    /// [`Self::wait`], giving up when `deadline` passes: false.
+    /// The lock's address, its key among the given-up tickets.
+    fn address(&self) -> *mut () {
+        self as *const Self as *mut ()
+    }
+
+    /// [`Self::wait`]; `timed`, giving up when its deadline passes: false.
     #[cold]
-    fn wait_until(&self, wait: Wait, deadline: Option<Instant>) -> bool {
+    fn wait_until(&self, wait: Wait, timed: Option<Timed>) -> bool {
         match wait.turn {
-            Some(ticket) => self.wait_for_turn(ticket, None, deadline),
+            Some(ticket) => self.wait_for_turn(ticket, None, timed),
             None => {
                 let start = record::wait_start::<R>();
                 let slept_at_gate = if self.admitted() {
                     false
                 } else {
-                    match self.wait_at_gate_within(ADMISSION_BOUND_NS, deadline) {
+                    match self.wait_at_gate_within(ADMISSION_BOUND_NS, timed.as_ref().map(|t| t.deadline)) {
                         Some(waited) => waited,
                         None => {
+                            if let Some(timed) = timed {
+                                given_up_tickets().release(timed.reservation);
+                            }
                             self.recorder.timed_out(record::waited::<R>(start));
                             return false;
                         }
                     }
                 };
-                self.take_ticket(slept_at_gate.then_some(start), deadline)
+                self.take_ticket(slept_at_gate.then_some(start), timed)
             }
         }
     }
 
-    /// Takes a ticket and waits for its turn (until `deadline`, if any:
+    /// Takes a ticket and waits for its turn (`timed`: until its deadline,
     /// false if it passed first). `gate_wait_start`: when this thread began
     /// waiting at the gate, if it slept there: a turn served at once then
     /// still ends a wait, and a sleep.
     #[inline(always)]
-    fn take_ticket(&self, gate_wait_start: Option<u64>, deadline: Option<Instant>) -> bool {
+    fn take_ticket(&self, gate_wait_start: Option<u64>, timed: Option<Timed>) -> bool {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) & TICKET_MASK;
         if self.now_serving() == ticket {
+            if let Some(timed) = timed {
+                given_up_tickets().release(timed.reservation);
+            }
             match gate_wait_start {
                 Some(start) => self.recorder.acquired(AcquireKind::Sleep, record::waited::<R>(start)),
                 None => self.recorder.acquired(AcquireKind::NoWait, 0),
             }
             return true;
         }
-        self.wait_for_turn(ticket, gate_wait_start, deadline)
+        self.wait_for_turn(ticket, gate_wait_start, timed)
     }
 
     /// Acquires the lock if nobody holds or waits for it.
@@ -308,17 +346,19 @@ impl<R: Recorder> RawTicket<R> {
         ok
     }
 
-    /// Waits for `ticket`'s turn; with a `deadline`, gives the ticket up
-    /// when it passes first: false. `gate_wait_start`: when this thread
+    /// Waits for `ticket`'s turn; `timed`, gives the ticket up when its
+    /// deadline passes first: false. `gate_wait_start`: when this thread
     /// began waiting at the gate, if it slept there: the wait is timed from
     /// then, and recorded as a sleep however the turn is then waited for.
     #[cold]
-    fn wait_for_turn(&self, ticket: u32, gate_wait_start: Option<u64>, deadline: Option<Instant>) -> bool {
+    fn wait_for_turn(&self, ticket: u32, gate_wait_start: Option<u64>, timed: Option<Timed>) -> bool {
         let start = gate_wait_start.unwrap_or_else(record::wait_start::<R>);
+        let deadline = timed.as_ref().map(|t| t.deadline);
+        let mut reservation = timed.map(|t| t.reservation);
         // A timed waiter counts as parked for its whole wait: the unlock
-        // that serves its ticket then takes the path that looks for given
+        // that reaches its ticket then takes the path that looks for given
         // up tickets. (Taken back when the turn comes; left, with a ticket
-        // given up, for the unlock that passes the lock on for it.)
+        // given up, for the unlock that takes it over.)
         if deadline.is_some() {
             self.serving.fetch_add(PARKED_ONE, Ordering::SeqCst);
         }
@@ -338,20 +378,13 @@ impl<R: Recorder> RawTicket<R> {
             if serving == ticket {
                 break;
             }
-            if crate::sync::deadline_passed(deadline) {
-                match self.give_up(ticket) {
-                    GiveUp::GivenUp => {
-                        self.recorder.timed_out(record::waited::<R>(start));
-                        return false;
-                    }
-                    GiveUp::OurTurn => break,
-                    GiveUp::NoRoom => {
-                        // Every entry the ticket may use is taken: wait on
-                        // for the turn or for room.
-                        nap();
-                        continue;
-                    }
+            if let Some(reserved) = reservation.take_if(|_| crate::sync::deadline_passed(deadline)) {
+                if self.give_up(ticket, reserved) {
+                    self.recorder.timed_out(record::waited::<R>(start));
+                    return false;
                 }
+                // Its turn had come: the lock is ours.
+                break;
             }
             let ahead = ticket.wrapping_sub(serving) & TICKET_MASK;
             // Park at once when the turn cannot come without a wake-up: the
@@ -396,38 +429,36 @@ impl<R: Recorder> RawTicket<R> {
         if deadline.is_some() {
             self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
         }
+        if let Some(reservation) = reservation {
+            given_up_tickets().release(reservation);
+        }
         self.delay_factor.store(factor, Ordering::Relaxed);
         let kind = if slept { AcquireKind::Sleep } else { AcquireKind::Spin };
         self.recorder.acquired(kind, record::waited::<R>(start));
         true
     }
 
-    /// Gives up `ticket`, whose deadline passed: records it among the given
-    /// up tickets, then looks at the ticket served. Dekker's handshake with
-    /// the unlock that serves it (this side records the entry, then reads
-    /// `serving`; that side adds to `serving`, then looks for entries):
-    /// either the unlock finds the entry and passes the lock on, or this
-    /// thread sees its turn and takes the entry back, and if both, the
-    /// compare-exchange on the entry decides.
+    /// Gives up `ticket`, whose deadline passed, in `reservation`'s entry;
+    /// false if its turn had come first (the lock is then ours). Records
+    /// the entry, then reads `serving`, waiting out an unlock that is
+    /// looking at the table: the other half of the handshake in
+    /// [`Self::release_past_given_up`]. If the read comes before that
+    /// unlock's mark, its look comes after the record, and finds it; if
+    /// after its release, that release either served our ticket (then
+    /// nobody took the entry: we take it back) or passed over it.
     #[cold]
-    fn give_up(&self, ticket: u32) -> GiveUp {
+    fn give_up(&self, ticket: u32, reservation: Reservation) -> bool {
         let table = given_up_tickets();
-        // Counted before it is recorded, and taken off after it is taken:
-        // the count is never below the entries waiting to be taken, so an
-        // unlock that reads 0 has none to look for. (Counted after, an
-        // unlock that took another entry meanwhile took off its count
-        // first, read 0 for this one, and served its ticket to nobody: a
-        // loom model found it.)
-        table.count.fetch_add(1, Ordering::SeqCst);
-        let Some(entry) = table.record(self as *const Self as *mut (), ticket) else {
-            table.count.fetch_sub(1, Ordering::Relaxed);
-            return GiveUp::NoRoom;
-        };
+        let given_up = table.give_up(reservation, self.address(), ticket);
         store_load_barrier();
-        if self.serving.load(Ordering::SeqCst) >> 16 == ticket && table.take(entry) {
-            return GiveUp::OurTurn;
-        }
-        GiveUp::GivenUp
+        let serving = loop {
+            let serving = self.serving.load(Ordering::SeqCst);
+            if serving & RELEASING == 0 {
+                break serving;
+            }
+            spin_hint();
+        };
+        !(serving >> 16 == ticket && table.claim(given_up.entry, given_up.state()))
     }
 
     /// Sets LINE_FULL, unless it is set already. (A stale read that sees
@@ -555,72 +586,85 @@ impl<R: Recorder> RawTicket<R> {
         slot.sleepers.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Passes the lock to the next ticket.
+    /// Passes the lock to the next ticket (over the tickets given up right
+    /// behind ours, whose turns this thread takes and ends at once).
     ///
     /// # Safety
     /// The lock must be held.
     #[inline]
     pub unsafe fn unlock(&self) {
         self.recorder.releasing();
-        // SAFETY: the lock is held; when `pass_on` says so, it is held
-        // again, for a given-up ticket.
-        while unsafe { self.pass_on() } {}
-    }
-
-    /// Passes the lock to the next ticket. True when that ticket was given
-    /// up by its timed waiter: this thread then holds the lock for it, and
-    /// passes it on again.
-    ///
-    /// # Safety
-    /// The lock must be held.
-    #[inline(always)]
-    unsafe fn pass_on(&self) -> bool {
-        // Read before the release: once released, the lock is the next
-        // holder's, who may destroy and free it.
+        // Everything that touches the lock is done before the release:
+        // once released, the lock is the next holder's, who may destroy
+        // and free it.
         store_load_barrier();
         let gate = self.gate.load(Ordering::SeqCst);
         let next = if gate & (GATE_WAITERS_MASK | LINE_FULL) != 0 { self.next_ticket.load(Ordering::SeqCst) } else { 0 };
-        // The line empties with this release: it is full no more. Cleared
-        // before the release, while the lock is still ours to touch. (A
-        // ticket taken meanwhile only makes the mark late, and the next
-        // thread to join beyond the window sets it again.)
-        if gate & LINE_FULL != 0 && next.wrapping_sub(self.now_serving()) & TICKET_MASK == 1 {
-            self.gate.fetch_and(!LINE_FULL, Ordering::Relaxed);
-        }
-        let before = self.serving.fetch_add(SERVED_ONE, Ordering::SeqCst);
-        let serving = ((before >> 16) + 1) & TICKET_MASK;
-        if before & TICKET_MASK != 0 {
-            self.wake_slot(serving);
-            if self.take_over_given_up(serving) {
-                return true;
+        let serving = self.serving.load(Ordering::Relaxed);
+        let ours = serving >> 16;
+        self.clear_line_full_if_emptied(gate, next, ours.wrapping_add(1));
+        // Nobody parked, and so no timed waiter (each counts as parked for
+        // its whole wait) that could have given its ticket up: one
+        // compare-exchange releases. (A waiter parking meanwhile fails it.)
+        let released = if serving & PARKED_MASK == 0
+            && self
+                .serving
+                .compare_exchange(serving, serving.wrapping_add(SERVED_ONE), Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            serving.wrapping_add(SERVED_ONE)
+        } else {
+            self.release_past_given_up(ours, gate, next)
+        };
+        // Released: from here on only the waiting array's memory.
+        let passed_to = released >> 16;
+        if released & PARKED_MASK != 0 {
+            // Each turn served wakes its slot's sleepers: a waiter further
+            // back sleeps until a turn before its own (see `wait_for_turn`).
+            let mut turn = ours;
+            while turn != passed_to {
+                turn = turn.wrapping_add(1) & TICKET_MASK;
+                self.wake_slot(turn);
             }
         }
         // Threads at the gate and nobody left in line: the lock would idle
         // while they sleep. (A ticket taken since `next` was read makes
         // this wake a spare one, never a missing one.)
-        if gate & GATE_WAITERS_MASK != 0 && next & TICKET_MASK == serving {
+        if gate & GATE_WAITERS_MASK != 0 && next & TICKET_MASK == passed_to {
             self.wake_gate();
         }
-        false
     }
 
-    /// Whether `serving`, just served, is a ticket its timed waiter gave
-    /// up, now taken over by this thread: the lock is then its to pass on.
-    /// The other side of [`Self::give_up`]'s handshake; only the table is
-    /// read until the entry is ours (the lock may be another thread's).
+    /// The line empties when the lock passes to `passed_to`: it is full no
+    /// more. Cleared before the release, while the lock is still ours to
+    /// touch. (A ticket taken meanwhile only makes the mark late, and the
+    /// next thread to join beyond the window sets it again.)
+    #[inline(always)]
+    fn clear_line_full_if_emptied(&self, gate: u32, next: u32, passed_to: u32) {
+        if gate & LINE_FULL != 0 && next.wrapping_sub(passed_to) & TICKET_MASK == 0 {
+            self.gate.fetch_and(!LINE_FULL, Ordering::Relaxed);
+        }
+    }
+
+    /// The release with waiters parked: marks `serving` releasing, takes
+    /// over the given-up tickets right behind `ours` (each one's waiter
+    /// counted among the parked goes with it), and releases past them,
+    /// clearing the mark, in one addition. Returns `serving` as released.
+    /// The other half of [`Self::give_up`]'s handshake.
     #[cold]
-    fn take_over_given_up(&self, serving: u32) -> bool {
+    fn release_past_given_up(&self, ours: u32, gate: u32, next: u32) -> u32 {
+        self.serving.fetch_or(RELEASING, Ordering::SeqCst);
         store_load_barrier();
         let table = given_up_tickets();
-        if table.count.load(Ordering::SeqCst) == 0 {
-            return false;
+        let mut taken_over = 0;
+        while table.count.load(Ordering::SeqCst) != 0 && table.take_over(self.address(), ours.wrapping_add(1 + taken_over) & TICKET_MASK) {
+            taken_over += 1;
         }
-        if !table.take_over(self as *const Self as *mut (), serving) {
-            return false;
+        if taken_over != 0 {
+            self.clear_line_full_if_emptied(gate, next, ours.wrapping_add(1 + taken_over));
         }
-        // The timed waiter's count among the parked, left for us.
-        self.serving.fetch_sub(PARKED_ONE, Ordering::Relaxed);
-        true
+        let release = ((1 + taken_over) * SERVED_ONE).wrapping_sub(taken_over * PARKED_ONE).wrapping_sub(RELEASING);
+        self.serving.fetch_add(release, Ordering::SeqCst).wrapping_add(release)
     }
 
     /// Forgets the tickets given up on this lock, for a lock whose state is
@@ -628,7 +672,7 @@ impl<R: Recorder> RawTicket<R> {
     /// tickets count from 0 again, and an entry left from the old line
     /// would have an unlock pass over a live waiter's ticket.
     pub fn forget_given_up(&self) {
-        given_up_tickets().forget(self as *const Self as *mut ());
+        given_up_tickets().forget(self.address());
     }
 
     /// Wakes the ticket holders parked on the slot of `serving`. Only the
@@ -670,14 +714,27 @@ impl<R: Recorder> RawTicket<R> {
     }
 }
 
-/// How [`RawTicket::give_up`] ended.
-enum GiveUp {
-    /// The ticket is given up: the unlock that serves it passes it on.
-    GivenUp,
-    /// Its turn came first: the lock is ours.
-    OurTurn,
-    /// No entry of the table was free for it: the ticket is still ours.
-    NoRoom,
+/// A timed wait's deadline, and the entry reserved for its ticket should
+/// it give it up.
+struct Timed {
+    deadline: Instant,
+    reservation: Reservation,
+}
+
+/// An entry of the given-up tickets' table, reserved by a timed waiter
+/// (and then given up in).
+#[must_use = "a reservation is given up or released"]
+struct Reservation {
+    entry: &'static GivenUp,
+    /// The entry's generation (its state without the kind bits).
+    generation: u32,
+}
+
+impl Reservation {
+    /// The entry's state once given up.
+    fn state(&self) -> u32 {
+        self.generation | ENTRY_GIVEN_UP
+    }
 }
 
 /// The earlier of `a` and an optional `deadline`.
@@ -685,20 +742,10 @@ fn earlier(a: Instant, deadline: Option<Instant>) -> Instant {
     deadline.map_or(a, |d| d.min(a))
 }
 
-/// A short sleep, for a timed waiter that found no room to give its ticket
-/// up: it waits for its turn or for room, the table being full of tickets
-/// that unlocks are about to pass over.
-fn nap() {
-    #[cfg(not(loom))]
-    std::thread::sleep(std::time::Duration::from_micros(50));
-    #[cfg(loom)]
-    spin_hint();
-}
-
-/// An entry of the given-up tickets' table: `state` is free, taken (being
-/// written, or taken back), or given up (`lock` and `ticket` say which),
-/// with a generation above the two low bits that each reuse bumps, so that
-/// a compare-exchange on a state read before a reuse fails.
+/// An entry of the given-up tickets' table: `state` is free, reserved by
+/// a timed waiter, or given up (`lock` and `ticket` say which), with a
+/// generation above the two low bits that each reuse advances, so that a
+/// compare-exchange on a state read before a reuse fails.
 #[repr(align(16))]
 struct GivenUp {
     state: AtomicU32,
@@ -707,65 +754,74 @@ struct GivenUp {
 }
 
 const ENTRY_FREE: u32 = 0;
-const ENTRY_TAKEN: u32 = 1;
+const ENTRY_RESERVED: u32 = 1;
 const ENTRY_GIVEN_UP: u32 = 2;
 const ENTRY_KIND: u32 = 3;
 const ENTRY_GENERATION: u32 = 4;
 
-/// The process's given-up tickets (see the module's doc), and how many.
-/// An entry for (lock, ticket) is looked for in `PROBES` entries from its
-/// hash; a waiter that finds none free waits on for its turn.
+/// The process's given-up tickets (see the module's doc), and how many. A
+/// lock's entries are among the `PROBES` entries from its address's hash:
+/// a lock has as many timed waiters in line as that at most, more than its
+/// line holds (the CPUs' worth: see the gate); beyond, timed locks poll.
 struct GivenUpTickets {
     count: AtomicU32,
     entries: [GivenUp; GIVEN_UP_ENTRIES],
 }
 
 #[cfg(not(loom))]
-const GIVEN_UP_ENTRIES: usize = 256;
+const GIVEN_UP_ENTRIES: usize = 1024;
 #[cfg(loom)]
 const GIVEN_UP_ENTRIES: usize = 4;
-const PROBES: usize = if GIVEN_UP_ENTRIES < 16 { GIVEN_UP_ENTRIES } else { 16 };
+const PROBES: usize = if GIVEN_UP_ENTRIES < 64 { GIVEN_UP_ENTRIES } else { 64 };
 
 impl GivenUpTickets {
-    /// The entries (lock, ticket) may use.
-    fn probed(&self, lock: *mut (), ticket: u32) -> impl Iterator<Item = &GivenUp> {
-        let first = slot_index(lock as usize, ticket, GIVEN_UP_ENTRIES);
+    /// The entries `lock` may use.
+    fn probed(&self, lock: *mut ()) -> impl Iterator<Item = &GivenUp> {
+        let first = slot_index(lock as usize, 0, GIVEN_UP_ENTRIES);
         (0..PROBES).map(move |k| &self.entries[(first + k) % GIVEN_UP_ENTRIES])
     }
 
-    /// Records `ticket` of `lock` as given up; None if no entry was free.
-    fn record(&self, lock: *mut (), ticket: u32) -> Option<&GivenUp> {
-        for entry in self.probed(lock, ticket) {
+    /// Reserves an entry for a timed waiter of `lock`; None if none of its
+    /// entries is free.
+    fn reserve(&'static self, lock: *mut ()) -> Option<Reservation> {
+        forget_given_up_tickets_after_fork();
+        self.probed(lock).find_map(|entry| {
             let state = entry.state.load(Ordering::Relaxed);
-            if state & ENTRY_KIND != ENTRY_FREE {
-                continue;
-            }
             let generation = state & !ENTRY_KIND;
-            if entry
-                .state
-                .compare_exchange(state, generation | ENTRY_TAKEN, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                entry.lock.store(lock, Ordering::Relaxed);
-                entry.ticket.store(ticket, Ordering::Relaxed);
-                entry.state.store(generation | ENTRY_GIVEN_UP, Ordering::SeqCst);
-                return Some(entry);
-            }
-        }
-        None
+            // Acquire, with the release that freed the entry: the last
+            // owner's writes to it come before ours.
+            (state & ENTRY_KIND == ENTRY_FREE
+                && entry.state.compare_exchange(state, generation | ENTRY_RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok())
+            .then_some(Reservation { entry, generation })
+        })
     }
 
-    /// Takes `entry` back from the given up, if nobody took it over: true
-    /// when taken (and freed).
-    fn take(&self, entry: &GivenUp) -> bool {
-        let state = entry.state.load(Ordering::Acquire);
-        state & ENTRY_KIND == ENTRY_GIVEN_UP && self.claim(entry, state)
+    /// Frees a reservation its waiter did not need.
+    fn release(&self, reservation: Reservation) {
+        let next = reservation.generation.wrapping_add(ENTRY_GENERATION) | ENTRY_FREE;
+        reservation.entry.state.store(next, Ordering::Release);
+    }
+
+    /// Records `ticket` of `lock` as given up in the reserved entry.
+    fn give_up(&self, reservation: Reservation, lock: *mut (), ticket: u32) -> Reservation {
+        // Counted before it is recorded, and uncounted after it is taken:
+        // the count is never below the entries given up and not taken, so
+        // a release that reads 0 has none to look for. (Counted after, a
+        // release that took another entry meanwhile took its count off
+        // first, read 0 for this one, and served its ticket to nobody: a
+        // loom model found it.)
+        self.count.fetch_add(1, Ordering::SeqCst);
+        let entry = reservation.entry;
+        entry.lock.store(lock, Ordering::Relaxed);
+        entry.ticket.store(ticket, Ordering::Relaxed);
+        entry.state.store(reservation.state(), Ordering::SeqCst);
+        reservation
     }
 
     /// Takes over `ticket` of `lock` if it was given up: true when taken
     /// (and its entry freed).
     fn take_over(&self, lock: *mut (), ticket: u32) -> bool {
-        self.probed(lock, ticket).any(|entry| {
+        self.probed(lock).any(|entry| {
             let state = entry.state.load(Ordering::SeqCst);
             state & ENTRY_KIND == ENTRY_GIVEN_UP
                 && entry.lock.load(Ordering::Relaxed) == lock
@@ -774,10 +830,10 @@ impl GivenUpTickets {
         })
     }
 
-    /// Takes every entry of `lock` (a reset lock's, see
+    /// Takes every entry of `lock` given up (a reset lock's, see
     /// [`RawTicket::forget_given_up`]).
     fn forget(&self, lock: *mut ()) {
-        for entry in &self.entries {
+        for entry in self.probed(lock) {
             let state = entry.state.load(Ordering::Acquire);
             if state & ENTRY_KIND == ENTRY_GIVEN_UP && entry.lock.load(Ordering::Relaxed) == lock {
                 self.claim(entry, state);
@@ -785,35 +841,61 @@ impl GivenUpTickets {
         }
     }
 
-    /// Claims `entry`, given up in `state` (its generation unchanged since
-    /// it was read), and frees it for the next generation.
+    /// Takes `entry` if it is still in `state` (given up, that generation),
+    /// and frees it for the next generation.
     fn claim(&self, entry: &GivenUp, state: u32) -> bool {
-        let generation = state & !ENTRY_KIND;
-        if entry
-            .state
-            .compare_exchange(state, generation | ENTRY_TAKEN, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        let next = (state & !ENTRY_KIND).wrapping_add(ENTRY_GENERATION) | ENTRY_FREE;
+        // Release as well: the entry's next owner writes after our reads
+        // (loom found the next owner's ticket lost to the last one's).
+        if entry.state.compare_exchange(state, next, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
         self.count.fetch_sub(1, Ordering::Relaxed);
-        entry.state.store(generation.wrapping_add(ENTRY_GENERATION) | ENTRY_FREE, Ordering::Release);
         true
     }
 }
 
 #[cfg(not(loom))]
+static GIVEN_UP_TICKETS: GivenUpTickets = GivenUpTickets {
+    count: AtomicU32::new(0),
+    entries: {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const FREE: GivenUp = GivenUp { state: AtomicU32::new(0), ticket: AtomicU32::new(0), lock: AtomicPtr::new(std::ptr::null_mut()) };
+        [FREE; GIVEN_UP_ENTRIES]
+    },
+};
+
+#[cfg(not(loom))]
 fn given_up_tickets() -> &'static GivenUpTickets {
-    static TABLE: GivenUpTickets = GivenUpTickets {
-        count: AtomicU32::new(0),
-        entries: {
-            #[allow(clippy::declare_interior_mutable_const)]
-            const FREE: GivenUp = GivenUp { state: AtomicU32::new(0), ticket: AtomicU32::new(0), lock: AtomicPtr::new(std::ptr::null_mut()) };
-            [FREE; GIVEN_UP_ENTRIES]
-        },
-    };
-    &TABLE
+    &GIVEN_UP_TICKETS
 }
+
+/// The given-up tickets and reservations belong to the process's lines: a
+/// child of `fork` has none of the parent's other threads, and a line
+/// they were in is not usable there (see the README), but a lock reset or
+/// initialised again in the child counts its tickets from 0, and a
+/// parent's entry for it would have an unlock take over a live waiter's
+/// ticket. So the first reservation registers a handler that frees every
+/// entry in the child.
+#[cfg(not(loom))]
+fn forget_given_up_tickets_after_fork() {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    extern "C" fn in_child() {
+        for entry in GIVEN_UP_TICKETS.entries.iter() {
+            let state = entry.state.load(Ordering::Relaxed);
+            entry.state.store((state & !ENTRY_KIND).wrapping_add(ENTRY_GENERATION) | ENTRY_FREE, Ordering::Relaxed);
+        }
+        GIVEN_UP_TICKETS.count.store(0, Ordering::Relaxed);
+    }
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function that only stores to atomics
+        // of a static.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+}
+
+#[cfg(loom)]
+fn forget_given_up_tickets_after_fork() {}
 
 #[cfg(loom)]
 fn given_up_tickets() -> &'static GivenUpTickets {
@@ -1074,7 +1156,7 @@ mod tests {
         unsafe { lock.unlock() };
         finishes(plain, "the given-up ticket was served to nobody");
         assert!(!lock.is_locked());
-        assert_eq!(lock.serving.load(Ordering::Relaxed) & TICKET_MASK, 0, "a parked count left behind");
+        assert_eq!(lock.serving.load(Ordering::Relaxed) & PARKED_MASK, 0, "a parked count left behind");
         let me = &*lock as *const RawTicket<NoStats> as *mut ();
         assert!(!given_up_tickets().take_over(me, 1), "the given-up ticket is still in the table");
     }
@@ -1099,13 +1181,55 @@ mod tests {
         };
         // Parked (its spin over): the unlock takes the path that looks for
         // given-up tickets.
-        while lock.serving.load(Ordering::Relaxed) & TICKET_MASK == 0 {
+        while lock.serving.load(Ordering::Relaxed) & PARKED_MASK == 0 {
             std::thread::yield_now();
         }
         unsafe { lock.unlock() };
         finishes(waiter, "the unlock passed over the waiter's ticket");
         assert!(!lock.is_locked());
-        assert_eq!(lock.serving.load(Ordering::Relaxed) & TICKET_MASK, 0, "parked count off");
+        assert_eq!(lock.serving.load(Ordering::Relaxed) & PARKED_MASK, 0, "parked count off");
+    }
+
+    /// A child of `fork` has none of the parent's given-up tickets: a lock
+    /// reset or initialised again there counts its tickets from 0, and an
+    /// entry of the parent's would have an unlock take over a live
+    /// waiter's ticket (a program that initialised its mutex again after
+    /// fork had two of its threads inside at once).
+    #[test]
+    fn a_child_of_fork_forgets_the_parents_given_up_tickets() {
+        let (lock, timed) = held_and_timed(Duration::from_millis(10));
+        assert!(!timed.join().unwrap());
+        let given_up = lock.address();
+        let forgotten = crate::sync::in_forked_child(|| {
+            let table = given_up_tickets();
+            table.count.load(Ordering::Relaxed) == 0 && !table.take_over(given_up, 1)
+        });
+        unsafe { lock.unlock() };
+        assert!(!lock.is_locked());
+        assert!(forgotten, "the child kept the parent's given-up ticket");
+    }
+
+    /// With every entry its lock may use taken, a timed lock polls: it
+    /// still times out at its deadline (it waited, untimed, for its turn
+    /// or for room).
+    #[test]
+    fn a_timed_lock_without_room_to_give_up_still_times_out() {
+        let lock = Arc::new(RawTicket::<NoStats>::new());
+        lock.lock();
+        let table = given_up_tickets();
+        let taken: Vec<_> = std::iter::from_fn(|| table.reserve(lock.address())).collect();
+        let timed = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.lock_until(Instant::now() + Duration::from_millis(20)))
+        };
+        let start = Instant::now();
+        assert!(!timed.join().unwrap());
+        assert!(start.elapsed() < Duration::from_secs(1), "timed out after {:?}", start.elapsed());
+        for reservation in taken {
+            table.release(reservation);
+        }
+        unsafe { lock.unlock() };
+        assert!(!lock.is_locked());
     }
 
     /// A timed waiter at the gate gives up when its deadline passes, and

@@ -225,3 +225,33 @@ fn ticket_timed_and_plain() {
 fn ticket_two_given_up_in_a_row() {
     two_timed_in_a_row::<RawTicket<NoStats>>();
 }
+
+/// `ticket`: timed waiters of two locks give up the same ticket number; with
+/// loom's small table (entries keyed by ticket alone in models) the second
+/// may reuse the entry the first gave up in, once an unlock took it over.
+/// The first, seeing its turn, must not take back the second's entry (it
+/// did, when it took back whatever its entry held: both locks' lines then
+/// broke, one holder too many on the first and the second stuck).
+#[test]
+fn ticket_given_up_on_two_locks() {
+    setup();
+    builder().check(|| {
+        let a: Shared<RawTicket<NoStats>> = Arc::new((RawTicket::new(), UnsafeCell::new(0usize)));
+        let b: Shared<RawTicket<NoStats>> = Arc::new((RawTicket::new(), UnsafeCell::new(0usize)));
+        a.0.lock();
+        b.0.lock();
+        let timer = loom::thread::spawn(model_time_up);
+        let on_a = waiter(&a, true);
+        let on_b = {
+            let b = b.clone();
+            loom::thread::spawn(move || b.0.lock_until(far()))
+        };
+        TimedLock::unlock(&a.0);
+        on_a.join().unwrap();
+        if !on_b.join().unwrap() {
+            TimedLock::unlock(&b.0);
+        }
+        timer.join().unwrap();
+        assert!(!a.0.is_locked() && !b.0.is_locked(), "left locked");
+    });
+}
