@@ -30,10 +30,17 @@ pub fn cycles() -> u64 {
     }
     // Under loom time must be deterministic: a counter that every reading
     // advances, so "time has passed" is always true and no budget measured
-    // in real time is ever reached within a model execution.
+    // in real time is ever reached within a model execution. One counter
+    // per execution (a plain atomic, not a modelled one: reading the clock
+    // is no scheduling point): a process-wide one was advanced by the
+    // models other test threads ran meanwhile, and a budget could run out
+    // in one exploration of a model and not in the next ("Is the model
+    // fully deterministic?", once in CI).
     #[cfg(loom)]
     {
-        static TICKS: AtomicU64 = AtomicU64::new(1);
+        loom::lazy_static! {
+            static ref TICKS: AtomicU64 = AtomicU64::new(1);
+        }
         TICKS.fetch_add(1, Ordering::Relaxed)
     }
 }
