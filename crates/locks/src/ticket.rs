@@ -451,12 +451,21 @@ impl<R: Recorder> RawTicket<R> {
         let table = given_up_tickets();
         let given_up = table.give_up(reservation, self.address(), ticket);
         store_load_barrier();
+        let mut spins = 0;
         let serving = loop {
             let serving = self.serving.load(Ordering::SeqCst);
             if serving & RELEASING == 0 {
                 break serving;
             }
-            spin_hint();
+            // The unlock is a few instructions from its release, unless it
+            // was preempted there, perhaps by us (a real-time waiter on the
+            // unlocker's CPU would spin for ever): spin briefly, then nap.
+            if spins < RELEASING_SPINS {
+                spins += 1;
+                spin_hint();
+            } else {
+                nap();
+            }
         };
         !(serving >> 16 == ticket && table.claim(given_up.entry, given_up.state()))
     }
@@ -614,7 +623,7 @@ impl<R: Recorder> RawTicket<R> {
         {
             serving.wrapping_add(SERVED_ONE)
         } else {
-            self.release_past_given_up(ours, gate, next)
+            self.release_past_given_up(ours, gate)
         };
         // Released: from here on only the waiting array's memory.
         let passed_to = released >> 16;
@@ -652,7 +661,7 @@ impl<R: Recorder> RawTicket<R> {
     /// clearing the mark, in one addition. Returns `serving` as released.
     /// The other half of [`Self::give_up`]'s handshake.
     #[cold]
-    fn release_past_given_up(&self, ours: u32, gate: u32, next: u32) -> u32 {
+    fn release_past_given_up(&self, ours: u32, gate: u32) -> u32 {
         self.serving.fetch_or(RELEASING, Ordering::SeqCst);
         store_load_barrier();
         let table = given_up_tickets();
@@ -660,19 +669,34 @@ impl<R: Recorder> RawTicket<R> {
         while table.count.load(Ordering::SeqCst) != 0 && table.take_over(self.address(), ours.wrapping_add(1 + taken_over) & TICKET_MASK) {
             taken_over += 1;
         }
-        if taken_over != 0 {
+        // The line may end with the tickets taken over, and a thread that
+        // came to the gate since `gate` was read is then asleep there with
+        // nobody left to wake it: the holder of a later ticket reads
+        // `gate` after its release, and a given-up ticket has none. So the
+        // line's end is read again, and an emptied line wakes the gate
+        // after the release, whoever the read of `gate` saw there.
+        let emptied = taken_over != 0 && {
+            let next = self.next_ticket.load(Ordering::SeqCst);
             self.clear_line_full_if_emptied(gate, next, ours.wrapping_add(1 + taken_over));
-        }
+            next.wrapping_sub(ours.wrapping_add(1 + taken_over)) & TICKET_MASK == 0
+        };
         let release = ((1 + taken_over) * SERVED_ONE).wrapping_sub(taken_over * PARKED_ONE).wrapping_sub(RELEASING);
-        self.serving.fetch_add(release, Ordering::SeqCst).wrapping_add(release)
+        let released = self.serving.fetch_add(release, Ordering::SeqCst).wrapping_add(release);
+        if emptied {
+            slot_for(self as *const _ as usize, GATE_KEY).wake_even_unseen(1, GATE_BITS);
+        }
+        released
     }
 
     /// Forgets the tickets given up on this lock, for a lock whose state is
-    /// being reset (in a child of `fork`, where the line is forgotten): its
-    /// tickets count from 0 again, and an entry left from the old line
-    /// would have an unlock pass over a live waiter's ticket.
+    /// being reset, initialised again or dropped: its tickets count from 0
+    /// again, and an entry left from the old line would have an unlock
+    /// pass over a live waiter's ticket.
     pub fn forget_given_up(&self) {
-        given_up_tickets().forget(self.address());
+        let table = given_up_tickets();
+        if table.count.load(Ordering::Relaxed) != 0 {
+            table.forget(self.address());
+        }
     }
 
     /// Wakes the ticket holders parked on the slot of `serving`. Only the
@@ -735,6 +759,18 @@ impl Reservation {
     fn state(&self) -> u32 {
         self.generation | ENTRY_GIVEN_UP
     }
+}
+
+/// How long a waiter that gives up spins on an unlock's RELEASING mark
+/// before it naps between looks.
+const RELEASING_SPINS: u32 = 1_000;
+
+/// A short sleep (see [`RELEASING_SPINS`]).
+fn nap() {
+    #[cfg(not(loom))]
+    std::thread::sleep(std::time::Duration::from_micros(20));
+    #[cfg(loom)]
+    spin_hint();
 }
 
 /// The earlier of `a` and an optional `deadline`.
@@ -870,22 +906,29 @@ fn given_up_tickets() -> &'static GivenUpTickets {
     &GIVEN_UP_TICKETS
 }
 
-/// The given-up tickets and reservations belong to the process's lines: a
-/// child of `fork` has none of the parent's other threads, and a line
-/// they were in is not usable there (see the README), but a lock reset or
-/// initialised again in the child counts its tickets from 0, and a
-/// parent's entry for it would have an unlock take over a live waiter's
-/// ticket. So the first reservation registers a handler that frees every
-/// entry in the child.
+/// A child of `fork` has none of the parent's other threads: the entries
+/// they had reserved are freed there (the first reservation registers the
+/// handler). Given-up tickets stay: a lock the forking thread held may
+/// have one behind it, which its unlock in the child must pass over (a
+/// `TicketMutex` freed them all once, and its next lock in the child
+/// waited for ever). A lock initialised again or reset in the child
+/// forgets its own (`forget_given_up`, by `Drop` and by the pthread
+/// replacement's init, destroy and reset).
 #[cfg(not(loom))]
 fn forget_given_up_tickets_after_fork() {
     static REGISTER: std::sync::Once = std::sync::Once::new();
     extern "C" fn in_child() {
+        let mut given_up = 0;
         for entry in GIVEN_UP_TICKETS.entries.iter() {
             let state = entry.state.load(Ordering::Relaxed);
-            entry.state.store((state & !ENTRY_KIND).wrapping_add(ENTRY_GENERATION) | ENTRY_FREE, Ordering::Relaxed);
+            match state & ENTRY_KIND {
+                ENTRY_GIVEN_UP => given_up += 1,
+                ENTRY_RESERVED => entry.state.store((state & !ENTRY_KIND).wrapping_add(ENTRY_GENERATION) | ENTRY_FREE, Ordering::Relaxed),
+                _ => {}
+            }
         }
-        GIVEN_UP_TICKETS.count.store(0, Ordering::Relaxed);
+        // A thread caught between counting its entry and recording it.
+        GIVEN_UP_TICKETS.count.store(given_up, Ordering::Relaxed);
     }
     REGISTER.call_once(|| {
         // SAFETY: registers a plain function that only stores to atomics
@@ -923,9 +966,17 @@ impl Slot {
     /// Wakes up to `count` sleepers of kind `bits`, if anybody sleeps here.
     fn wake(&self, count: u32, bits: u32) {
         if self.sleepers.load(Ordering::Relaxed) != 0 {
-            self.seq.fetch_add(1, Ordering::Release);
-            futex_wake_bits(&self.seq, count, bits);
+            self.wake_even_unseen(count, bits);
         }
+    }
+
+    /// [`Self::wake`] without looking at the sleepers' count first, for a
+    /// waker whose view of it may be older than a sleeper's arrival: the
+    /// sequence bump alone makes a sleeper that read the old one look
+    /// again.
+    fn wake_even_unseen(&self, count: u32, bits: u32) {
+        self.seq.fetch_add(1, Ordering::Release);
+        futex_wake_bits(&self.seq, count, bits);
     }
 }
 
@@ -1056,6 +1107,18 @@ fn running_in_guest() -> bool {
 // A timed-out attempt gives its ticket up, and the unlock that serves it
 // passes the lock on.
 crate::clock::timed_by_deadline!(RawTicket);
+
+/// A lock dropped with tickets given up behind a holder (a guard leaked
+/// with `mem::forget`) leaves no entry that a new lock at its address
+/// would take over. (Moved without a drop, it takes its line with it, and
+/// a new lock at the old address may still meet the old entries: a lock
+/// with its line in it is not moved by correct code.)
+#[cfg(not(loom))]
+impl<R: Recorder> Drop for RawTicket<R> {
+    fn drop(&mut self) {
+        self.forget_given_up();
+    }
+}
 
 #[cfg(not(loom))]
 impl<R: Recorder> Default for RawTicket<R> {
@@ -1190,23 +1253,61 @@ mod tests {
         assert_eq!(lock.serving.load(Ordering::Relaxed) & PARKED_MASK, 0, "parked count off");
     }
 
-    /// A child of `fork` has none of the parent's given-up tickets: a lock
-    /// reset or initialised again there counts its tickets from 0, and an
-    /// entry of the parent's would have an unlock take over a live
-    /// waiter's ticket (a program that initialised its mutex again after
-    /// fork had two of its threads inside at once).
+    /// A child of `fork`: the lock the forking thread held, with a ticket
+    /// given up behind it, is free once that thread unlocks it there (the
+    /// given-up ticket passed over; with every entry freed in the child,
+    /// the unlock served it to nobody and the lock stayed taken), and an
+    /// entry a vanished thread had reserved is free again.
     #[test]
-    fn a_child_of_fork_forgets_the_parents_given_up_tickets() {
+    fn a_child_of_fork_passes_over_given_up_tickets_and_frees_reservations() {
         let (lock, timed) = held_and_timed(Duration::from_millis(10));
         assert!(!timed.join().unwrap());
-        let given_up = lock.address();
-        let forgotten = crate::sync::in_forked_child(|| {
-            let table = given_up_tickets();
-            table.count.load(Ordering::Relaxed) == 0 && !table.take_over(given_up, 1)
+        let table = given_up_tickets();
+        let other_lock = 0x1000 as *mut ();
+        let reserved = table.reserve(other_lock).expect("room for a reservation");
+        let entry = reserved.entry as *const GivenUp as usize;
+        let in_child = crate::sync::in_forked_child(|| {
+            // SAFETY: this thread holds the lock.
+            unsafe { lock.unlock() };
+            // SAFETY: the entry lives in a static.
+            let reservation_freed = unsafe { &*(entry as *const GivenUp) }.state.load(Ordering::Relaxed) & ENTRY_KIND == ENTRY_FREE;
+            lock.try_lock() && reservation_freed
         });
+        table.release(reserved);
         unsafe { lock.unlock() };
         assert!(!lock.is_locked());
-        assert!(forgotten, "the child kept the parent's given-up ticket");
+        assert!(in_child, "the child's lock stayed taken, or the reservation held");
+    }
+
+    /// A lock dropped with a ticket given up behind its holder (its guard
+    /// leaked), and a new lock in its place: the new one's unlock must not
+    /// take over the old line's ticket, which in the new line is a live
+    /// waiter's (it was, and the waiter slept for ever while others took
+    /// the lock).
+    #[test]
+    fn a_new_lock_in_a_dropped_ones_place_keeps_its_line() {
+        // Leaked, so that threads not joined at a scope's end may hold it
+        // (a failing test must not hang on the waiter).
+        let place: *mut RawTicket<NoStats> = Box::into_raw(Box::new(RawTicket::new()));
+        // SAFETY: the allocation is never freed; it is written through
+        // `place` only while no thread holds a reference to it.
+        let lock: &'static RawTicket<NoStats> = unsafe { &*place };
+        lock.lock();
+        assert!(!std::thread::spawn(move || lock.lock_until(Instant::now() + Duration::from_millis(10))).join().unwrap());
+        // The new lock at the same address (the timed waiter is gone).
+        unsafe { *place = RawTicket::new() };
+        let lock: &'static RawTicket<NoStats> = unsafe { &*place };
+        lock.lock();
+        let waiter = std::thread::spawn(move || {
+            lock.lock();
+            unsafe { lock.unlock() };
+        });
+        while lock.serving.load(Ordering::Relaxed) & PARKED_MASK == 0 {
+            std::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        finishes(waiter, "the new lock's unlock passed over its waiter");
+        assert!(!lock.is_locked());
     }
 
     /// With every entry its lock may use taken, a timed lock polls: it

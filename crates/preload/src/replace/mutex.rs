@@ -286,10 +286,7 @@ fn refresh(m: &Served, epoch: u32) {
                     m.holder_thread.store(forker_thread, Relaxed);
                 }
             } else {
-                if super::algorithm() == Some(Algorithm::Ticket) {
-                    // SAFETY: as in `with_lock!`.
-                    unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).forget_given_up() };
-                }
+                forget_given_up(m);
                 for word in &m.state {
                     word.store(0, Relaxed);
                 }
@@ -811,7 +808,19 @@ pub unsafe fn destroy(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> li
     if with_lock!(algorithm, m, NoStats, l => l.is_locked()) {
         libc::EBUSY
     } else {
+        forget_given_up(m);
         0
+    }
+}
+
+/// A `ticket` mutex destroyed or initialised again counts its tickets from
+/// 0: the tickets given up in its old line must not be taken over in the
+/// new one (a program that initialised its mutex again after a timed lock
+/// gave up had two threads inside at once).
+fn forget_given_up(m: &Served) {
+    if super::algorithm() == Some(Algorithm::Ticket) {
+        // SAFETY: as in `with_lock!`.
+        unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).forget_given_up() };
     }
 }
 
@@ -859,6 +868,7 @@ pub unsafe fn init(m: *mut libc::pthread_mutex_t, kind: u32) {
     // SAFETY: writable storage of the right size; all-zero state is an
     // unlocked lock of every algorithm.
     unsafe {
+        forget_given_up(&*m.cast::<Served>());
         std::ptr::write_bytes(m.cast::<u8>(), 0, std::mem::size_of::<Served>());
         let fresh = &*m.cast::<Served>();
         fresh.kind.store(kind, Relaxed);
