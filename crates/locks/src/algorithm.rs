@@ -63,12 +63,6 @@ impl Algorithm {
         }
     }
 
-    /// Whether the algorithm itself can give up at a deadline (the others
-    /// are given a timed lock by polling in [`crate::AnyMutex`]).
-    pub const fn natively_timed(self) -> bool {
-        !matches!(self, Algorithm::Ticket | Algorithm::Mcs)
-    }
-
     /// The algorithm with this discriminant.
     pub fn from_index(index: u32) -> Option<Algorithm> {
         Algorithm::ALL.get(index as usize).copied()
