@@ -1198,6 +1198,28 @@ mod tests {
         thread.join().unwrap();
     }
 
+    /// With `lock` held by this thread, a thread that locks it and parks
+    /// (its spin over: the unlock then takes the path that looks for
+    /// given-up tickets); then this thread's unlock, after which the
+    /// waiter must finish within 5 s: else `why`.
+    fn unlock_to_a_parked_waiter<L>(lock: L, why: &str)
+    where
+        L: std::ops::Deref<Target = RawTicket<NoStats>> + Clone + Send + 'static,
+    {
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                unsafe { lock.unlock() };
+            })
+        };
+        while lock.serving.load(Ordering::Relaxed) & PARKED_MASK == 0 {
+            std::thread::yield_now();
+        }
+        unsafe { lock.unlock() };
+        finishes(waiter, why);
+    }
+
     /// A timed waiter whose deadline passes in line gives its ticket up:
     /// the unlock that serves it passes the lock on to the waiter behind,
     /// and the table is left empty.
@@ -1235,20 +1257,7 @@ mod tests {
         assert!(!timed.join().unwrap());
         // As the child's refresh does: held by the forking thread, ticket 0.
         unsafe { lock.reset_to_held_by(0) };
-        let waiter = {
-            let lock = lock.clone();
-            std::thread::spawn(move || {
-                lock.lock();
-                unsafe { lock.unlock() };
-            })
-        };
-        // Parked (its spin over): the unlock takes the path that looks for
-        // given-up tickets.
-        while lock.serving.load(Ordering::Relaxed) & PARKED_MASK == 0 {
-            std::thread::yield_now();
-        }
-        unsafe { lock.unlock() };
-        finishes(waiter, "the unlock passed over the waiter's ticket");
+        unlock_to_a_parked_waiter(lock.clone(), "the unlock passed over the waiter's ticket");
         assert!(!lock.is_locked());
         assert_eq!(lock.serving.load(Ordering::Relaxed) & PARKED_MASK, 0, "parked count off");
     }
@@ -1298,15 +1307,7 @@ mod tests {
         unsafe { *place = RawTicket::new() };
         let lock: &'static RawTicket<NoStats> = unsafe { &*place };
         lock.lock();
-        let waiter = std::thread::spawn(move || {
-            lock.lock();
-            unsafe { lock.unlock() };
-        });
-        while lock.serving.load(Ordering::Relaxed) & PARKED_MASK == 0 {
-            std::thread::yield_now();
-        }
-        unsafe { lock.unlock() };
-        finishes(waiter, "the new lock's unlock passed over its waiter");
+        unlock_to_a_parked_waiter(lock, "the new lock's unlock passed over its waiter");
         assert!(!lock.is_locked());
     }
 
