@@ -131,7 +131,8 @@ pub use os::{absolute, wait, wait_bits, wait_until, wake, wake_bits};
 /// The futex modelled for loom: a table of sleepers keyed by address, with
 /// the value check and the enqueue done under one model mutex, as the kernel
 /// does under its hash-bucket lock. A lost wake-up therefore shows up as a
-/// loom deadlock. Deadlines are not modelled (a timed wait waits for a wake).
+/// loom deadlock. Time is one event: until a model's timer ends it
+/// (`model_time_up`) a timed wait waits for a wake, and after, it times out.
 #[cfg(loom)]
 mod model {
     use super::*;

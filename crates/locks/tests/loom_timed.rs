@@ -221,6 +221,14 @@ fn ticket_timed_and_plain() {
     timed_and_plain::<RawTicket<NoStats>>(count_and_unlock, true);
 }
 
+/// `ticket`: two timed waiters behind main's hold, the timer firing at any
+/// point. At preemption bound 3 (`LT_PB=3`) this model stops on loom's
+/// branch limit, and not on a lost wake: instrumented, the execution that
+/// runs on is a waiter giving its ticket up, reading `serving` marked
+/// releasing and yielding, 49 times over, while the unlocker that set the
+/// mark, runnable, waits one step before the addition that clears it. The
+/// model scheduler picks the yielding thread again and again; a real one
+/// runs the unlocker (the waiter's spin turns into naps after 1,000 reads).
 #[test]
 fn ticket_two_given_up_in_a_row() {
     two_timed_in_a_row::<RawTicket<NoStats>>();
