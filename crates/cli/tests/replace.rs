@@ -3,32 +3,13 @@
 //! and through `lockmeter run --lock`; and the profile a served program
 //! gets.
 
+mod common;
+
+use common::{compile, library, scratch, ALGORITHMS};
 use lockmeter_stats::profile::Profile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-const ALGORITHMS: [&str; 7] = ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"];
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-replace-test.{}.{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn compile(name: &str) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let binary = scratch(&format!("build-{name}")).join(name);
-    let status = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("gcc runs (scripts/test.sh installs it)");
-    assert!(status.success(), "{name}.c compiles");
-    binary
-}
 
 fn conformance() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
@@ -38,13 +19,6 @@ fn conformance() -> &'static Path {
 fn subjects() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| compile("subjects"))
-}
-
-fn library() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().to_path_buf();
-    let library = dir.join("liblockmeter.so");
-    assert!(library.is_file(), "{} is built (cargo build --release)", library.display());
-    library
 }
 
 fn assert_conforms(output: &std::process::Output, what: &str) {

@@ -23,6 +23,18 @@ pub enum WaitOutcome {
 /// The bits a plain wait or wake uses: every sleeper matches every waker.
 pub const ANY_BITS: u32 = u32::MAX;
 
+/// An absolute futex timeout: a time on CLOCK_MONOTONIC, or on
+/// CLOCK_REALTIME, which the kernel then follows as it is set (a wait
+/// whose deadline a jump of the wall clock passes ends at the jump, as
+/// glibc's timed waits do).
+#[derive(Clone, Copy, Debug)]
+pub enum AbsoluteTimeout {
+    /// A time on CLOCK_MONOTONIC.
+    Monotonic(libc::timespec),
+    /// A time on CLOCK_REALTIME.
+    Realtime(libc::timespec),
+}
+
 #[cfg(not(loom))]
 mod os {
     use super::*;
@@ -53,7 +65,7 @@ mod os {
             Some(None) => return WaitOutcome::TimedOut,
             Some(at) => at,
         };
-        wait_until(word, expected, timeout.as_ref(), bits)
+        wait_until(word, expected, timeout.map(AbsoluteTimeout::Monotonic), bits)
     }
 
     /// `deadline` as the absolute CLOCK_MONOTONIC time FUTEX_WAIT_BITSET
@@ -70,19 +82,24 @@ mod os {
         Some(libc::timespec { tv_sec: at.as_secs() as libc::time_t, tv_nsec: at.subsec_nanos() as libc::c_long })
     }
 
-    /// One FUTEX_WAIT_BITSET system call until `at` (absolute, from
-    /// [`absolute`]), and nothing else: no clock read, no retry. For a
-    /// caller that must block in exactly one call (a wait that is a pthread
-    /// cancellation point, cancelled asynchronously while it blocks).
-    pub fn wait_until(word: &StdAtomicU32, expected: u32, at: Option<&libc::timespec>, bits: u32) -> WaitOutcome {
-        let ts_ptr = at.map_or(std::ptr::null(), std::ptr::from_ref);
+    /// One FUTEX_WAIT_BITSET system call until `at`, and nothing else: no
+    /// clock read, no retry. For a caller that must block in exactly one
+    /// call (a wait that is a pthread cancellation point, cancelled
+    /// asynchronously while it blocks).
+    pub fn wait_until(word: &StdAtomicU32, expected: u32, at: Option<AbsoluteTimeout>, bits: u32) -> WaitOutcome {
+        let (ts, clock_flag) = match at {
+            None => (None, 0),
+            Some(AbsoluteTimeout::Monotonic(ts)) => (Some(ts), 0),
+            Some(AbsoluteTimeout::Realtime(ts)) => (Some(ts), libc::FUTEX_CLOCK_REALTIME),
+        };
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
         // SAFETY: `word` is a live, aligned u32; the timeout (if any) lives
         // until the call returns; the sixth argument is the bitset.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
-                libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+                libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | clock_flag,
                 expected,
                 ts_ptr,
                 std::ptr::null::<u32>(),

@@ -1,7 +1,7 @@
 //! The C ABI: `lm_mutex_*` and `lm_cond_*` over [`AnyMutex`] and [`Condvar`],
 //! with pthread-style return values.
 
-use lockmeter_locks::{config, Algorithm, AnyMutex, Condvar};
+use lockmeter_locks::{config, futex, Algorithm, AnyMutex, Condvar};
 use std::ffi::{c_char, c_int, CStr};
 use std::time::{Duration, Instant};
 
@@ -218,7 +218,7 @@ pub unsafe extern "C" fn lm_cond_wait(c: *mut LmCond, m: *mut LmMutex) -> c_int 
 ///
 /// # Safety
 /// As for `lm_cond_wait`.
-unsafe fn wait(c: *mut LmCond, m: *mut LmMutex, deadline: Option<Instant>) -> c_int {
+unsafe fn wait(c: *mut LmCond, m: *mut LmMutex, deadline: Option<futex::AbsoluteTimeout>) -> c_int {
     // SAFETY: caller's contract: the mutex is held; nothing here drops.
     unsafe {
         let lock = mutex(m);
@@ -238,13 +238,12 @@ unsafe fn wait(c: *mut LmCond, m: *mut LmMutex, deadline: Option<Instant>) -> c_
 /// As for `lm_cond_wait`; `abstime` points to a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn lm_cond_timedwait(c: *mut LmCond, m: *mut LmMutex, abstime: *const libc::timespec) -> c_int {
-    let deadline = match deadline_from_realtime(abstime) {
-        Deadline::Invalid => return libc::EINVAL,
-        Deadline::Never => None,
-        Deadline::At(deadline) => Some(deadline),
+    // SAFETY: caller's contract (a readable timespec).
+    let Some(deadline) = (unsafe { crate::replace::cond::timeout(libc::CLOCK_REALTIME, abstime) }) else {
+        return libc::EINVAL;
     };
     // SAFETY: caller's contract.
-    unsafe { wait(c, m, deadline) }
+    unsafe { wait(c, m, Some(deadline)) }
 }
 
 /// # Safety

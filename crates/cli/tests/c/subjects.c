@@ -960,6 +960,82 @@ static int chain_pipe(void) {
  * nobody handles ends it 50 ms in; pipe: write lines until the reader of
  * stdout leaves (SIGPIPE ends it). */
 
+/* clock_jump: one thread waits on a CLOCK_REALTIME condvar, another on a
+ * CLOCK_MONOTONIC one, each with a deadline 20 s ahead on its clock; main
+ * sets the wall clock 25 s forward (root only) and sets it back once the
+ * realtime wait has ended or 5 s have passed. POSIX and glibc: the
+ * realtime wait times out at the jump, the monotonic one waits on (main
+ * then signals it). Prints "realtime R after N ms, monotonic M", R and M
+ * the waits' results, N from the jump to the realtime wait's end; or
+ * "unprivileged" when the clock cannot be set. */
+#define CLOCK_JUMP_S 25
+static pthread_mutex_t jump_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jump_cond[2];
+static int jump_result[2] = { -1, -1 };
+static long long jump_done_ns[2];
+
+static void *jump_waiter(void *arg) {
+    int i = (int)(long)arg;
+    struct timespec at;
+    clock_gettime(i ? CLOCK_MONOTONIC : CLOCK_REALTIME, &at);
+    at.tv_sec += 20;
+    pthread_mutex_lock(&jump_lock);
+    int r = pthread_cond_timedwait(&jump_cond[i], &jump_lock, &at);
+    jump_result[i] = r;
+    jump_done_ns[i] = now_ns();
+    pthread_mutex_unlock(&jump_lock);
+    return NULL;
+}
+
+/* A timed wait's result as the test reads it (-1: not returned yet). */
+static const char *wait_result(int r, char name[16]) {
+    if (r == -1) return "waiting";
+    if (r == ETIMEDOUT) return "ETIMEDOUT";
+    snprintf(name, 16, "%d", r);
+    return name;
+}
+
+static int shift_wall_clock(int seconds) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += seconds;
+    return clock_settime(CLOCK_REALTIME, &t);
+}
+
+static int clock_jump(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_cond_init(&jump_cond[0], &attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&jump_cond[1], &attr);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, jump_waiter, (void *)i);
+    sleep_ms(300);
+    long long jumped = now_ns();
+    if (shift_wall_clock(CLOCK_JUMP_S) != 0) {
+        printf("unprivileged\n");
+        return 0;
+    }
+    int ended = 0;
+    while (!ended && now_ns() - jumped < 5000000000LL) {
+        sleep_ms(10);
+        pthread_mutex_lock(&jump_lock);
+        ended = jump_result[0] != -1;
+        pthread_mutex_unlock(&jump_lock);
+    }
+    sleep_ms(100);
+    shift_wall_clock(-CLOCK_JUMP_S);
+    pthread_mutex_lock(&jump_lock);
+    int monotonic = jump_result[1];
+    for (int i = 0; i < 2; i++) pthread_cond_signal(&jump_cond[i]);
+    pthread_mutex_unlock(&jump_lock);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    char realtime_name[16], monotonic_name[16];
+    printf("realtime %s after %lld ms, monotonic %s\n", wait_result(jump_result[0], realtime_name),
+           ended ? (jump_done_ns[0] - jumped) / 1000000 : -1, wait_result(monotonic, monotonic_name));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "hold")) return hold();
@@ -994,6 +1070,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "malloc_term")) return malloc_term();
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "fork_twice")) return fork_twice();
+    if (!strcmp(mode, "clock_jump")) return clock_jump();
     if (!strcmp(mode, "fork_mid_refresh") && argc > 2) return fork_mid_refresh(atoi(argv[2]));
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();

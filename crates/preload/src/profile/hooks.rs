@@ -692,10 +692,10 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
 unsafe fn served_wait(c: Cond, m: Mutex, deadline: Option<(clockid_t, Time)>) -> c_int {
     let deadline = match deadline {
         None => None,
-        // SAFETY: the program's timespec.
-        Some((clock, at)) => match unsafe { served::deadline(clock, at) } {
-            Ok(deadline) => deadline,
-            Err(error) => return error,
+        // SAFETY: the program's timespec, or null.
+        Some((clock, at)) => match unsafe { served_cond::timeout(clock, at) } {
+            Some(timeout) => Some(timeout),
+            None => return libc::EINVAL,
         },
     };
     match serving(m) {

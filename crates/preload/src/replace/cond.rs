@@ -7,7 +7,6 @@
 use crate::cancel;
 use lockmeter_locks::{futex, Condvar};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::time::Instant;
 
 /// A served condvar in the program's storage.
 #[repr(C)]
@@ -44,6 +43,30 @@ unsafe fn served<'a>(c: *mut libc::pthread_cond_t) -> &'a Served {
 pub unsafe fn clock(c: *mut libc::pthread_cond_t) -> libc::clockid_t {
     // SAFETY: forwarded contract.
     unsafe { served(c) }.clock.load(Relaxed) as libc::clockid_t
+}
+
+/// A timed wait's deadline as the program gave it, `at` on `clock`
+/// (CLOCK_REALTIME or CLOCK_MONOTONIC): handed to the kernel as it is, so
+/// that a wait on the wall clock ends when the clock is set past `at`, as
+/// glibc's does, and a deadline too far to count waits for ever. None for
+/// a null `at` or nanoseconds out of range (EINVAL).
+///
+/// # Safety
+/// `at` is null or points to a timespec.
+pub unsafe fn timeout(clock: libc::clockid_t, at: *const libc::timespec) -> Option<futex::AbsoluteTimeout> {
+    if at.is_null() {
+        return None;
+    }
+    // SAFETY: the program's timespec, not null.
+    let mut at = unsafe { *at };
+    if !(0..1_000_000_000).contains(&at.tv_nsec) {
+        return None;
+    }
+    if at.tv_sec < 0 {
+        // Passed; the kernel refuses a time before the epoch.
+        at = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    }
+    Some(if clock == libc::CLOCK_MONOTONIC { futex::AbsoluteTimeout::Monotonic(at) } else { futex::AbsoluteTimeout::Realtime(at) })
 }
 
 /// `pthread_cond_init` of a served condvar with the attribute's clock.
@@ -119,7 +142,7 @@ pub unsafe fn wait(
     c: *mut libc::pthread_cond_t,
     release: impl FnOnce() -> libc::c_int,
     reacquire: impl FnMut() -> libc::c_int,
-    deadline: Option<Instant>,
+    deadline: Option<futex::AbsoluteTimeout>,
 ) -> libc::c_int {
     // SAFETY: forwarded contract.
     unsafe { wait_on(&served(c).condvar, release, reacquire, deadline) }
@@ -135,13 +158,8 @@ pub unsafe fn wait_on(
     condvar: &Condvar,
     release: impl FnOnce() -> libc::c_int,
     mut reacquire: impl FnMut() -> libc::c_int,
-    deadline: Option<Instant>,
+    deadline: Option<futex::AbsoluteTimeout>,
 ) -> libc::c_int {
-    // Read before blocking: the call that blocks reads no clock.
-    let deadline = match deadline.map(futex::absolute) {
-        Some(None) => Some(libc::timespec { tv_sec: 0, tv_nsec: 0 }),
-        at => at.flatten(),
-    };
     let seen = condvar.enter();
     let released = release();
     if released != 0 {
@@ -160,7 +178,7 @@ pub unsafe fn wait_on(
             pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut previous);
             // Woken, the sequence moved on already, or a signal: notified
             // (a spurious wake-up, which POSIX allows, for the signal).
-            let outcome = futex::wait_until(condvar.futex_word(), seen, deadline.as_ref(), futex::ANY_BITS);
+            let outcome = futex::wait_until(condvar.futex_word(), seen, deadline, futex::ANY_BITS);
             // SAFETY: restores it.
             pthread_setcanceltype(previous, std::ptr::null_mut());
             outcome

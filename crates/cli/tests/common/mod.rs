@@ -1,0 +1,38 @@
+//! What the tests that run C programs under the served locks share: the
+//! algorithms, a scratch directory, the C compiler, the preload library.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every algorithm replace mode serves pthread mutexes with.
+pub const ALGORITHMS: [&str; 7] = ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"];
+
+/// A fresh directory for this test process.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-{}-test.{}.{name}", env!("CARGO_CRATE_NAME"), std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds tests/c/NAME.c; returns the binary.
+pub fn compile(name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let binary = scratch(&format!("build-{name}")).join(name);
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("gcc runs (scripts/test.sh installs it)");
+    assert!(status.success(), "{name}.c compiles");
+    binary
+}
+
+/// The preload library beside the `lockmeter` binary.
+pub fn library() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_lockmeter")).parent().unwrap().to_path_buf();
+    let library = dir.join("liblockmeter.so");
+    assert!(library.is_file(), "{} is built (cargo build --release)", library.display());
+    library
+}
