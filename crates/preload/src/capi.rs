@@ -3,7 +3,6 @@
 
 use lockmeter_locks::{config, futex, Algorithm, AnyMutex, Condvar};
 use std::ffi::{c_char, c_int, CStr};
-use std::time::{Duration, Instant};
 
 /// `lm_mutex_t`: 40 bytes, like `pthread_mutex_t` (mutated through shared
 /// pointers, hence the cell).
@@ -50,38 +49,6 @@ fn algorithm_name(a: Algorithm) -> &'static CStr {
         Algorithm::Mcs => c"mcs",
         Algorithm::Spin => c"spin",
     }
-}
-
-/// What an absolute CLOCK_REALTIME `timespec` means as a deadline.
-enum Deadline {
-    /// At this instant.
-    At(Instant),
-    /// So far away that it never comes (e.g. `tv_sec = LONG_MAX`).
-    Never,
-    /// Not a valid timespec (EINVAL).
-    Invalid,
-}
-
-fn deadline_from_realtime(abstime: *const libc::timespec) -> Deadline {
-    if abstime.is_null() {
-        return Deadline::Invalid;
-    }
-    // SAFETY: the caller passes a readable timespec.
-    let abs = unsafe { *abstime };
-    // A negative tv_sec is valid: a deadline that has passed (pthread's
-    // timed waits time out on it).
-    if !(0..1_000_000_000).contains(&abs.tv_nsec) {
-        return Deadline::Invalid;
-    }
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
-    let as_ns = |t: libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
-    let left = (as_ns(abs) - as_ns(now)).max(0);
-    u64::try_from(left)
-        .ok()
-        .and_then(|ns| Instant::now().checked_add(Duration::from_nanos(ns)))
-        .map_or(Deadline::Never, Deadline::At)
 }
 
 /// # Safety
@@ -138,14 +105,15 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
     if lock.try_lock() {
         return 0;
     }
-    match deadline_from_realtime(abstime) {
-        Deadline::Invalid => libc::EINVAL,
-        Deadline::Never => {
-            lock.lock();
-            0
-        }
-        Deadline::At(deadline) if lock.lock_until(deadline) => 0,
-        Deadline::At(_) => libc::ETIMEDOUT,
+    if abstime.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller passes a readable timespec.
+    let at = unsafe { *abstime };
+    match crate::replace::deadline::lock_by(libc::CLOCK_REALTIME, at, |deadline| lock.lock_until(deadline)) {
+        Ok(true) => 0,
+        Ok(false) => libc::ETIMEDOUT,
+        Err(error) => error,
     }
 }
 

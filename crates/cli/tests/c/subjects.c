@@ -960,27 +960,41 @@ static int chain_pipe(void) {
  * nobody handles ends it 50 ms in; pipe: write lines until the reader of
  * stdout leaves (SIGPIPE ends it). */
 
-/* clock_jump: one thread waits on a CLOCK_REALTIME condvar, another on a
- * CLOCK_MONOTONIC one, each with a deadline 20 s ahead on its clock; main
- * sets the wall clock 25 s forward (root only) and sets it back once the
- * realtime wait has ended or 5 s have passed. POSIX and glibc: the
- * realtime wait times out at the jump, the monotonic one waits on (main
- * then signals it). Prints "realtime R after N ms, monotonic M", R and M
- * the waits' results, N from the jump to the realtime wait's end; or
- * "unprivileged" when the clock cannot be set. */
+/* clock_jump: four threads wait 20 s, each by a deadline on its clock: on
+ * a condvar on CLOCK_REALTIME, on one on CLOCK_MONOTONIC, and for a mutex
+ * main holds, by pthread_mutex_timedlock (CLOCK_REALTIME) and by
+ * pthread_mutex_clocklock on CLOCK_MONOTONIC. Main sets the wall clock
+ * 25 s forward (root only) and back once both realtime waits have ended
+ * or 5 s have passed. POSIX and glibc: the realtime waits time out at the
+ * jump, the monotonic ones wait on (main then signals and unlocks).
+ * Prints "cond: realtime R after N ms, monotonic M; mutex: ..." (R and M
+ * the waits' results as they stood, N from the jump to the realtime
+ * wait's end, -1 if it had not), or "unprivileged" when the clock cannot
+ * be set. */
 #define CLOCK_JUMP_S 25
 static pthread_mutex_t jump_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t jump_held = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t jump_cond[2];
-static int jump_result[2] = { -1, -1 };
-static long long jump_done_ns[2];
+static int jump_result[4] = { -1, -1, -1, -1 };
+static long long jump_done_ns[4];
 
+/* Waiter i: on a condvar (i < 2) or the held mutex, CLOCK_REALTIME for
+ * even i, CLOCK_MONOTONIC for odd. */
 static void *jump_waiter(void *arg) {
     int i = (int)(long)arg;
     struct timespec at;
-    clock_gettime(i ? CLOCK_MONOTONIC : CLOCK_REALTIME, &at);
+    clock_gettime(i % 2 ? CLOCK_MONOTONIC : CLOCK_REALTIME, &at);
     at.tv_sec += 20;
+    int r;
+    if (i < 2) {
+        pthread_mutex_lock(&jump_lock);
+        r = pthread_cond_timedwait(&jump_cond[i], &jump_lock, &at);
+        pthread_mutex_unlock(&jump_lock);
+    } else {
+        r = i == 2 ? pthread_mutex_timedlock(&jump_held, &at) : pthread_mutex_clocklock(&jump_held, CLOCK_MONOTONIC, &at);
+        if (r == 0) pthread_mutex_unlock(&jump_held);
+    }
     pthread_mutex_lock(&jump_lock);
-    int r = pthread_cond_timedwait(&jump_cond[i], &jump_lock, &at);
     jump_result[i] = r;
     jump_done_ns[i] = now_ns();
     pthread_mutex_unlock(&jump_lock);
@@ -1008,9 +1022,10 @@ static int clock_jump(void) {
     pthread_cond_init(&jump_cond[0], &attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&jump_cond[1], &attr);
-    pthread_t t[2];
-    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, jump_waiter, (void *)i);
-    sleep_ms(300);
+    pthread_mutex_lock(&jump_held);
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, jump_waiter, (void *)i);
+    sleep_ms(350); /* mid-way through the served timed lock's 100 ms look */
     long long jumped = now_ns();
     if (shift_wall_clock(CLOCK_JUMP_S) != 0) {
         printf("unprivileged\n");
@@ -1020,19 +1035,26 @@ static int clock_jump(void) {
     while (!ended && now_ns() - jumped < 5000000000LL) {
         sleep_ms(10);
         pthread_mutex_lock(&jump_lock);
-        ended = jump_result[0] != -1;
+        ended = jump_result[0] != -1 && jump_result[2] != -1;
         pthread_mutex_unlock(&jump_lock);
     }
     sleep_ms(100);
     shift_wall_clock(-CLOCK_JUMP_S);
     pthread_mutex_lock(&jump_lock);
-    int monotonic = jump_result[1];
+    int result[4];
+    long long after_ms[4];
+    for (int i = 0; i < 4; i++) {
+        result[i] = jump_result[i];
+        after_ms[i] = result[i] == -1 ? -1 : (jump_done_ns[i] - jumped) / 1000000;
+    }
     for (int i = 0; i < 2; i++) pthread_cond_signal(&jump_cond[i]);
     pthread_mutex_unlock(&jump_lock);
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-    char realtime_name[16], monotonic_name[16];
-    printf("realtime %s after %lld ms, monotonic %s\n", wait_result(jump_result[0], realtime_name),
-           ended ? (jump_done_ns[0] - jumped) / 1000000 : -1, wait_result(monotonic, monotonic_name));
+    pthread_mutex_unlock(&jump_held);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    char name[4][16];
+    printf("cond: realtime %s after %lld ms, monotonic %s; mutex: realtime %s after %lld ms, monotonic %s\n",
+           wait_result(result[0], name[0]), after_ms[0], wait_result(result[1], name[1]),
+           wait_result(result[2], name[2]), after_ms[2], wait_result(result[3], name[3]));
     return 0;
 }
 

@@ -25,6 +25,7 @@
 //! glibc's (bit 0 of byte 36, which a served condvar never sets).
 
 pub mod cond;
+pub mod deadline;
 pub mod mutex;
 
 use lockmeter_locks::Algorithm;

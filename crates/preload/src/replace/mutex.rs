@@ -12,6 +12,7 @@ use lockmeter_locks::{
 };
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::{Acquire, Relaxed, Release, SeqCst}};
+use super::deadline;
 use std::time::{Duration, Instant};
 
 /// A served mutex in the program's storage (see the module layout).
@@ -634,31 +635,6 @@ pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> l
     0
 }
 
-/// The monotonic instant at which `clock` reaches `at` (`None`: too far to
-/// represent, i.e. never); EINVAL for a bad timespec or clock. A
-/// CLOCK_REALTIME deadline is converted once, at the call: a later jump of
-/// the wall clock does not move it.
-///
-/// # Safety
-/// `at` is null or points to a timespec.
-pub unsafe fn deadline(clock: libc::clockid_t, at: *const libc::timespec) -> Result<Option<Instant>, libc::c_int> {
-    if at.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: the program passed a timespec.
-    let at = unsafe { *at };
-    if at.tv_nsec < 0 || at.tv_nsec >= 1_000_000_000 || (clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC) {
-        return Err(libc::EINVAL);
-    }
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid clock and out-pointer.
-    unsafe { libc::clock_gettime(clock, &mut now) };
-    let target = at.tv_sec as i128 * 1_000_000_000 + at.tv_nsec as i128;
-    let current = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
-    let remaining = (target - current).clamp(0, i128::from(u64::MAX)) as u64;
-    Ok(Instant::now().checked_add(Duration::from_nanos(remaining)))
-}
-
 /// `pthread_mutex_timedlock` / `clocklock`.
 ///
 /// # Safety
@@ -678,25 +654,26 @@ pub unsafe fn lock_until<R: Recorder>(
         now_owned(algorithm, served_mutex);
         return 0;
     }
-    // glibc's mutexes look at the seconds first: a deadline before the
-    // epoch has passed, whatever its nanoseconds say.
-    // SAFETY: the program's timespec, when not null.
-    if !at.is_null() && unsafe { (*at).tv_sec } < 0 {
-        return libc::ETIMEDOUT;
+    if at.is_null() {
+        return libc::EINVAL;
     }
-    // SAFETY: forwarded contract (the program's timespec).
-    let deadline = match unsafe { deadline(clock, at) } {
-        Ok(Some(deadline)) => deadline,
-        Ok(None) => {
-            // Further away than the clock can count: wait for the lock.
-            with_lock!(algorithm, served_mutex, R, l => l.lock());
-            now_owned(algorithm, served_mutex);
-            return 0;
-        }
+    // SAFETY: the program's timespec, not null.
+    let at = unsafe { *at };
+    let mut slices_missed = false;
+    let taken = deadline::lock_by(clock, at, |deadline| {
+        let taken = timed::<R>(algorithm, served_mutex, deadline);
+        slices_missed |= !taken;
+        taken
+    });
+    match taken {
+        Ok(true) => {}
+        Ok(false) => return libc::ETIMEDOUT,
         Err(error) => return error,
-    };
-    if !timed::<R>(algorithm, served_mutex, deadline) {
-        return libc::ETIMEDOUT;
+    }
+    if slices_missed && last_acquire() == AcquireKind::NoWait {
+        // Taken at once in a later slice of a wall-clock wait: the wait
+        // was a long one all the same.
+        LAST.with(|last| last.set(AcquireKind::Sleep));
     }
     now_owned(algorithm, served_mutex);
     0

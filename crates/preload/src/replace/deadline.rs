@@ -1,0 +1,111 @@
+//! Timed locks' deadlines as programs give them: an absolute time on
+//! CLOCK_REALTIME or CLOCK_MONOTONIC. The lock algorithms time their waits
+//! on the monotonic clock, so a deadline is converted; one on the wall
+//! clock is converted again every [`WALL_CLOCK_SLICE`] of waiting, so that
+//! the wait follows the clock when it is set, as glibc's timed locks do
+//! (their kernel waits follow it exactly; this is at most a slice late).
+
+use std::time::{Duration, Instant};
+
+/// How long a timed lock with a wall-clock deadline waits before it reads
+/// the wall clock again: set forward past the deadline meanwhile, the lock
+/// times out at most this late; set back, it waits on. A FIFO lock's
+/// waiter leaves its place at each look (`ticket` gives its ticket up,
+/// `mcs` abandons its node) and queues again, which only waits this long
+/// can see.
+pub const WALL_CLOCK_SLICE: Duration = Duration::from_millis(100);
+
+/// What is left until `at` on `clock` (CLOCK_REALTIME or CLOCK_MONOTONIC),
+/// zero once passed; EINVAL for nanoseconds out of range.
+pub fn left(clock: libc::clockid_t, at: libc::timespec) -> Result<Duration, libc::c_int> {
+    if !(0..1_000_000_000).contains(&at.tv_nsec) {
+        return Err(libc::EINVAL);
+    }
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock and out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    let as_ns = |t: libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+    Ok(Duration::from_nanos((as_ns(at) - as_ns(now)).clamp(0, i128::from(u64::MAX)) as u64))
+}
+
+/// Takes a lock by `at` on `clock` with `lock_until`, the lock's timed
+/// lock (a monotonic deadline; false when it passed first). Ok(true) when
+/// taken, Ok(false) when `at` passed first (a time before the epoch has,
+/// whatever its nanoseconds say, as glibc's mutexes read it), Err(EINVAL)
+/// for a bad timespec or clock. (A deadline centuries away is a timed
+/// wait as long: the futex takes it.)
+pub fn lock_by(clock: libc::clockid_t, at: libc::timespec, mut lock_until: impl FnMut(Instant) -> bool) -> Result<bool, libc::c_int> {
+    if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
+        return Err(libc::EINVAL);
+    }
+    if at.tv_sec < 0 {
+        return Ok(false);
+    }
+    let mut remaining = left(clock, at)?;
+    loop {
+        let slice = if clock == libc::CLOCK_REALTIME { remaining.min(WALL_CLOCK_SLICE) } else { remaining };
+        if lock_until(Instant::now() + slice) {
+            return Ok(true);
+        }
+        remaining = left(clock, at)?;
+        if remaining.is_zero() {
+            return Ok(false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_ms(clock: libc::clockid_t, ms: i64) -> libc::timespec {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid clock and out-pointer.
+        unsafe { libc::clock_gettime(clock, &mut now) };
+        let ns = now.tv_sec * 1_000_000_000 + now.tv_nsec + ms * 1_000_000;
+        libc::timespec { tv_sec: ns / 1_000_000_000, tv_nsec: ns % 1_000_000_000 }
+    }
+
+    /// A lock that is never free: records the deadlines it was given.
+    fn never_free(deadlines: &mut Vec<Instant>) -> impl FnMut(Instant) -> bool + '_ {
+        |deadline| {
+            deadlines.push(deadline);
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            false
+        }
+    }
+
+    #[test]
+    fn a_wall_clock_wait_looks_at_the_clock_every_slice() {
+        let mut deadlines = Vec::new();
+        let start = Instant::now();
+        let taken = lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, 350), never_free(&mut deadlines));
+        assert_eq!(taken, Ok(false));
+        assert!((3..=4).contains(&deadlines.len()), "100 + 100 + 100 + about 50 ms: {}", deadlines.len());
+        assert!(deadlines.windows(2).all(|w| w[1] - w[0] <= WALL_CLOCK_SLICE + Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(350));
+    }
+
+    #[test]
+    fn a_monotonic_wait_is_one_wait() {
+        let mut deadlines = Vec::new();
+        let taken = lock_by(libc::CLOCK_MONOTONIC, in_ms(libc::CLOCK_MONOTONIC, 250), never_free(&mut deadlines));
+        assert_eq!(taken, Ok(false));
+        assert_eq!(deadlines.len(), 1);
+    }
+
+    #[test]
+    fn a_passed_deadline_is_tried_once_and_bad_ones_are_refused() {
+        let mut tries = 0;
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, -5), |_| {
+            tries += 1;
+            false
+        }), Ok(false));
+        assert_eq!(tries, 1);
+        let before_epoch = libc::timespec { tv_sec: -1, tv_nsec: 2_000_000_000 };
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, before_epoch, |_| true), Ok(false));
+        let bad = libc::timespec { tv_sec: 1, tv_nsec: 1_000_000_000 };
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, bad, |_| true), Err(libc::EINVAL));
+        assert_eq!(lock_by(libc::CLOCK_PROCESS_CPUTIME_ID, in_ms(libc::CLOCK_REALTIME, 5), |_| true), Err(libc::EINVAL));
+    }
+}
