@@ -1058,6 +1058,39 @@ static int clock_jump(void) {
     return 0;
 }
 
+/* destroy_waited: a thread waits on a condvar nobody signals, and another
+ * destroys it (undefined in POSIX: glibc's destroy then blocks for ever).
+ * After 500 ms, prints the CPU time the destroying thread has used, in ms,
+ * and exits with both threads still blocked. */
+static pthread_mutex_t destroyed_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t destroyed_cond = PTHREAD_COND_INITIALIZER;
+
+static void *never_signalled(void *arg) {
+    pthread_mutex_lock(&destroyed_lock);
+    for (;;) pthread_cond_wait(&destroyed_cond, &destroyed_lock);
+    return arg;
+}
+
+static void *destroyer(void *arg) {
+    pthread_cond_destroy(&destroyed_cond);
+    return arg;
+}
+
+static int destroy_waited(void) {
+    pthread_t waiter, destroying;
+    pthread_create(&waiter, NULL, never_signalled, NULL);
+    sleep_ms(100);
+    pthread_create(&destroying, NULL, destroyer, NULL);
+    sleep_ms(500);
+    clockid_t cpu;
+    struct timespec used;
+    pthread_getcpuclockid(destroying, &cpu);
+    clock_gettime(cpu, &used);
+    printf("destroying thread used %ld ms of CPU\n", used.tv_sec * 1000L + used.tv_nsec / 1000000L);
+    fflush(stdout);
+    _exit(0);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "hold")) return hold();
@@ -1093,6 +1126,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_first")) return fork_first();
     if (!strcmp(mode, "fork_twice")) return fork_twice();
     if (!strcmp(mode, "clock_jump")) return clock_jump();
+    if (!strcmp(mode, "destroy_waited")) return destroy_waited();
     if (!strcmp(mode, "fork_mid_refresh") && argc > 2) return fork_mid_refresh(atoi(argv[2]));
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();

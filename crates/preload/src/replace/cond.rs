@@ -195,6 +195,10 @@ pub unsafe fn wait_on(
     }
 }
 
+/// How often `pthread_cond_destroy` yields to woken waiters before it
+/// naps between looks.
+const DESTROY_YIELDS: u32 = 1_000;
+
 /// `pthread_cond_destroy`: returns once every woken waiter has left the
 /// condvar (POSIX allows destroying it, and freeing its memory, right
 /// after a broadcast), as glibc does.
@@ -204,8 +208,18 @@ pub unsafe fn wait_on(
 pub unsafe fn destroy(c: *mut libc::pthread_cond_t) {
     // SAFETY: forwarded contract.
     let condvar = &unsafe { served(c) }.condvar;
+    // Woken waiters leave within their next time slice. Waiters never
+    // woken (undefined in POSIX) never leave: glibc's destroy sleeps for
+    // ever then, and this one, after its yields, naps rather than keep a
+    // CPU busy for ever.
+    let mut yields = 0;
     while condvar.has_waiters() {
-        std::thread::yield_now();
+        if yields < DESTROY_YIELDS {
+            yields += 1;
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
