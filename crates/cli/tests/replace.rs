@@ -111,6 +111,38 @@ fn destroying_a_condvar_with_a_waiter_never_woken_blocks_without_spinning() {
     }
 }
 
+/// Where a sandbox refuses the futex's wall-clock timeouts (a seccomp
+/// filter answering ENOSYS), a condvar's timed wait on CLOCK_REALTIME
+/// converts its deadline to the monotonic clock and times out once, on
+/// time: taking the failed system call for a wake-up, it returned 0 at
+/// once, and a program's wait loop spun past its deadline (millions of
+/// calls in 2 s). glibc aborts there, so only the served waits are run.
+#[test]
+fn a_sandbox_refusing_wall_clock_futex_timeouts_still_times_out() {
+    for algorithm in ALGORITHMS {
+        let says = subject_says(&["realtime_futex_refused"], Some(algorithm));
+        let ms: u64 = says
+            .strip_prefix("ETIMEDOUT after 1 calls, ")
+            .and_then(|rest| rest.strip_suffix(" ms"))
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("{algorithm}: {says}"));
+        assert!((195..1000).contains(&ms), "{algorithm}: a 200 ms wait timed out after {ms} ms");
+    }
+}
+
+/// `pthread_cond_destroy` is not a cancellation point: a thread cancelled
+/// while its destroy waits for a woken waiter to leave (that waiter in a
+/// signal handler for 1 s) comes out of the destroy and is cancelled at
+/// its next cancellation point. The destroy's nap was glibc's nanosleep,
+/// a cancellation point, and the thread was cancelled inside it.
+#[test]
+fn a_thread_waiting_in_condvar_destroy_is_not_cancelled_there() {
+    for algorithm in std::iter::once(None).chain(ALGORITHMS.iter().map(Some)) {
+        let says = subject_says(&["destroy_cancelled"], algorithm.copied());
+        assert!(says.starts_with("destroy returned 1,"), "{algorithm:?}: {says}");
+    }
+}
+
 /// A mutex held across two forks, untouched in the child between them (a
 /// daemon's double fork), is still held in the grandchild, as glibc's
 /// are: another thread finds all three types busy (it found them free).

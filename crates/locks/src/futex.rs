@@ -116,6 +116,43 @@ mod os {
         }
     }
 
+    /// Whether the kernel takes FUTEX_CLOCK_REALTIME timeouts here (a
+    /// seccomp filter may refuse the flag, ENOSYS; every wait with it would
+    /// then fail at once, and a caller that took that for a wake would spin
+    /// past its deadline). Asked once, with a wait whose value differs,
+    /// which returns at once: EAGAIN, or ETIMEDOUT, when the flag is taken.
+    pub fn realtime_timeouts_work() -> bool {
+        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+        const UNKNOWN: u8 = 0;
+        const WORK: u8 = 1;
+        const REFUSED: u8 = 2;
+        static ANSWER: AtomicU8 = AtomicU8::new(UNKNOWN);
+        match ANSWER.load(Relaxed) {
+            WORK => true,
+            REFUSED => false,
+            _ => {
+                let word = StdAtomicU32::new(0);
+                let passed = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: a live, aligned word and a timeout that outlive
+                // the call; the sixth argument is the bitset.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        word.as_ptr(),
+                        libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME,
+                        1u32,
+                        &passed,
+                        std::ptr::null::<u32>(),
+                        ANY_BITS,
+                    )
+                };
+                let works = r == -1 && matches!(errno(), libc::EAGAIN | libc::ETIMEDOUT);
+                ANSWER.store(if works { WORK } else { REFUSED }, Relaxed);
+                works
+            }
+        }
+    }
+
     /// Wakes up to `count` threads sleeping on `word` whose bits intersect
     /// `bits`; returns how many woke. (The pointer contract of [`wake`].)
     pub fn wake_bits(word: *const StdAtomicU32, count: u32, bits: u32) -> u32 {
@@ -143,7 +180,7 @@ mod os {
 #[cfg(not(loom))]
 pub(crate) use os::errno;
 #[cfg(not(loom))]
-pub use os::{absolute, wait, wait_bits, wait_until, wake, wake_bits};
+pub use os::{absolute, realtime_timeouts_work, wait, wait_bits, wait_until, wake, wake_bits};
 
 /// The futex modelled for loom: a table of sleepers keyed by address, with
 /// the value check and the enqueue done under one model mutex, as the kernel

@@ -110,7 +110,8 @@ pub unsafe extern "C" fn lm_mutex_timedlock(m: *mut LmMutex, abstime: *const lib
     }
     // SAFETY: the caller passes a readable timespec.
     let at = unsafe { *abstime };
-    match crate::replace::deadline::lock_by(libc::CLOCK_REALTIME, at, |deadline| lock.lock_until(deadline)) {
+    let sliced = crate::replace::deadline::follows_wall_clock(lock.algorithm());
+    match crate::replace::deadline::lock_by(libc::CLOCK_REALTIME, at, sliced, |deadline| lock.lock_until(deadline)) {
         Ok(true) => 0,
         Ok(false) => libc::ETIMEDOUT,
         Err(error) => error,

@@ -9,6 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1091,6 +1097,100 @@ static int destroy_waited(void) {
     _exit(0);
 }
 
+/* realtime_futex_refused: a seccomp filter makes every futex call with
+ * FUTEX_CLOCK_REALTIME fail (ENOSYS), as a sandbox may; then a thread
+ * waits 200 ms on a CLOCK_REALTIME condvar nobody signals, calling the
+ * timed wait again on each 0 (a spurious wake-up), for 3 s at most.
+ * Prints "R after N calls, M ms". (glibc aborts on the unexpected
+ * error: run it served.) */
+static int realtime_futex_refused(void) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, FUTEX_CLOCK_REALTIME, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = { sizeof filter / sizeof filter[0], filter };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+        perror("seccomp");
+        return 1;
+    }
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_nsec += 200000000;
+    if (at.tv_nsec >= 1000000000) { at.tv_sec++; at.tv_nsec -= 1000000000; }
+    long long start = now_ns();
+    long calls = 0;
+    int r = 0;
+    pthread_mutex_lock(&m);
+    while (r == 0 && now_ns() - start < 3000000000LL) {
+        r = pthread_cond_timedwait(&c, &m, &at);
+        calls++;
+    }
+    pthread_mutex_unlock(&m);
+    char name[16];
+    printf("%s after %ld calls, %lld ms\n", wait_result(r, name), calls, (now_ns() - start) / 1000000);
+    return 0;
+}
+
+/* destroy_cancelled: a waiter woken by a broadcast spends 1 s in a signal
+ * handler before it leaves the wait, while another thread destroys the
+ * condvar (which waits for it) and is cancelled meanwhile (deferred).
+ * pthread_cond_destroy is not a cancellation point: the thread must come
+ * out of it and be cancelled at its pthread_testcancel. Prints "destroy
+ * returned D, cancelled C" (D 1: destroy returned). */
+static pthread_mutex_t cancel_destroy_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cancel_destroy_cond = PTHREAD_COND_INITIALIZER;
+static volatile int destroy_returned;
+static int cancel_destroy_woken;
+
+static void slow_handler(int sig) {
+    (void)sig;
+    struct timespec t = { 1, 0 };
+    nanosleep(&t, NULL);
+}
+
+static void *slow_leaver(void *arg) {
+    pthread_mutex_lock(&cancel_destroy_lock);
+    while (!cancel_destroy_woken) pthread_cond_wait(&cancel_destroy_cond, &cancel_destroy_lock);
+    pthread_mutex_unlock(&cancel_destroy_lock);
+    return arg;
+}
+
+static void *cancelled_destroyer(void *arg) {
+    pthread_cond_destroy(&cancel_destroy_cond);
+    destroy_returned = 1;
+    pthread_testcancel();
+    return arg;
+}
+
+static int destroy_cancelled(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = slow_handler;
+    sigaction(SIGUSR1, &action, NULL);
+    pthread_t waiter, destroying;
+    pthread_create(&waiter, NULL, slow_leaver, NULL);
+    sleep_ms(100);
+    pthread_mutex_lock(&cancel_destroy_lock);
+    cancel_destroy_woken = 1;
+    pthread_cond_broadcast(&cancel_destroy_cond);
+    pthread_kill(waiter, SIGUSR1);
+    pthread_mutex_unlock(&cancel_destroy_lock);
+    pthread_create(&destroying, NULL, cancelled_destroyer, NULL);
+    sleep_ms(200);
+    pthread_cancel(destroying);
+    void *result;
+    pthread_join(destroying, &result);
+    pthread_join(waiter, NULL);
+    printf("destroy returned %d, cancelled %d\n", destroy_returned, result == PTHREAD_CANCELED);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "hold")) return hold();
@@ -1127,6 +1227,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "fork_twice")) return fork_twice();
     if (!strcmp(mode, "clock_jump")) return clock_jump();
     if (!strcmp(mode, "destroy_waited")) return destroy_waited();
+    if (!strcmp(mode, "destroy_cancelled")) return destroy_cancelled();
+    if (!strcmp(mode, "realtime_futex_refused")) return realtime_futex_refused();
     if (!strcmp(mode, "fork_mid_refresh") && argc > 2) return fork_mid_refresh(atoi(argv[2]));
     if (!strcmp(mode, "outlier")) return outlier();
     if (!strcmp(mode, "alternate")) return alternate();

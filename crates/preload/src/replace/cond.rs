@@ -7,6 +7,7 @@
 use crate::cancel;
 use lockmeter_locks::{futex, Condvar};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Instant;
 
 /// A served condvar in the program's storage.
 #[repr(C)]
@@ -66,7 +67,20 @@ pub unsafe fn timeout(clock: libc::clockid_t, at: *const libc::timespec) -> Opti
         // Passed; the kernel refuses a time before the epoch.
         at = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     }
-    Some(if clock == libc::CLOCK_MONOTONIC { futex::AbsoluteTimeout::Monotonic(at) } else { futex::AbsoluteTimeout::Realtime(at) })
+    if clock == libc::CLOCK_MONOTONIC {
+        return Some(futex::AbsoluteTimeout::Monotonic(at));
+    }
+    if !futex::realtime_timeouts_work() {
+        // Converted to the monotonic clock once, here: a later jump of the
+        // wall clock does not move it.
+        let left = super::deadline::left(clock, at).ok()?;
+        let at = match Instant::now().checked_add(left) {
+            Some(deadline) => futex::absolute(deadline).unwrap_or(libc::timespec { tv_sec: 0, tv_nsec: 0 }),
+            None => libc::timespec { tv_sec: libc::time_t::MAX, tv_nsec: 0 },
+        };
+        return Some(futex::AbsoluteTimeout::Monotonic(at));
+    }
+    Some(futex::AbsoluteTimeout::Realtime(at))
 }
 
 /// `pthread_cond_init` of a served condvar with the attribute's clock.
@@ -208,17 +222,23 @@ const DESTROY_YIELDS: u32 = 1_000;
 pub unsafe fn destroy(c: *mut libc::pthread_cond_t) {
     // SAFETY: forwarded contract.
     let condvar = &unsafe { served(c) }.condvar;
-    // Woken waiters leave within their next time slice. Waiters never
-    // woken (undefined in POSIX) never leave: glibc's destroy sleeps for
-    // ever then, and this one, after its yields, naps rather than keep a
-    // CPU busy for ever.
+    // Woken waiters leave within their next time slice, unless descheduled
+    // or in a signal handler. Waiters never woken (undefined in POSIX)
+    // never leave: glibc's destroy sleeps for ever then, and this one,
+    // after its yields, naps rather than keep a CPU busy for ever. The nap
+    // is the system call itself, not glibc's nanosleep, a cancellation
+    // point: destroy is not one (cancelled there, a thread unwound through
+    // this library's frames).
     let mut yields = 0;
     while condvar.has_waiters() {
         if yields < DESTROY_YIELDS {
             yields += 1;
             std::thread::yield_now();
         } else {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            let nap = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+            // SAFETY: a relative sleep on a valid clock; `nap` outlives the
+            // call, and no remaining time is asked for.
+            unsafe { libc::syscall(libc::SYS_clock_nanosleep, libc::CLOCK_MONOTONIC, 0, &nap, std::ptr::null_mut::<libc::timespec>()) };
         }
     }
 }

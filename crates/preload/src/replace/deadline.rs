@@ -3,17 +3,30 @@
 //! on the monotonic clock, so a deadline is converted; one on the wall
 //! clock is converted again every [`WALL_CLOCK_SLICE`] of waiting, so that
 //! the wait follows the clock when it is set, as glibc's timed locks do
-//! (their kernel waits follow it exactly; this is at most a slice late).
+//! (their kernel waits follow it exactly; this is at most a slice late),
+//! but for `ticket`'s (see [`follows_wall_clock`]).
 
+use lockmeter_locks::Algorithm;
 use std::time::{Duration, Instant};
 
 /// How long a timed lock with a wall-clock deadline waits before it reads
 /// the wall clock again: set forward past the deadline meanwhile, the lock
-/// times out at most this late; set back, it waits on. A FIFO lock's
-/// waiter leaves its place at each look (`ticket` gives its ticket up,
-/// `mcs` abandons its node) and queues again, which only waits this long
-/// can see.
+/// times out at most this late; set back, it waits on. An `mcs` waiter
+/// leaves its place at each look (its node abandoned) and queues again,
+/// which only waits this long can see.
 pub const WALL_CLOCK_SLICE: Duration = Duration::from_millis(100);
+
+/// Whether `algorithm`'s timed lock may wait by the wall clock in slices.
+/// Not `ticket`'s: a ticket given up at each look stays in the line until
+/// the holder's unlock passes it, so the line outgrows the CPUs and the
+/// waiter's next slice waits at the gate, which after 10 ms naps 200 µs
+/// at a time: a lock held 5 s cost such a waiter 389 ms of CPU and 14,940
+/// context switches, against 0 ms and 1 converted once. Its wall-clock
+/// deadline is converted once, at the call, and a later jump of the clock
+/// does not move it.
+pub fn follows_wall_clock(algorithm: Algorithm) -> bool {
+    algorithm != Algorithm::Ticket
+}
 
 /// What is left until `at` on `clock` (CLOCK_REALTIME or CLOCK_MONOTONIC),
 /// zero once passed; EINVAL for nanoseconds out of range.
@@ -29,12 +42,18 @@ pub fn left(clock: libc::clockid_t, at: libc::timespec) -> Result<Duration, libc
 }
 
 /// Takes a lock by `at` on `clock` with `lock_until`, the lock's timed
-/// lock (a monotonic deadline; false when it passed first). Ok(true) when
+/// lock (a monotonic deadline; false when it passed first), in slices if
+/// `sliced` and `clock` is the wall clock, else in one wait. Ok(true) when
 /// taken, Ok(false) when `at` passed first (a time before the epoch has,
 /// whatever its nanoseconds say, as glibc's mutexes read it), Err(EINVAL)
 /// for a bad timespec or clock. (A deadline centuries away is a timed
 /// wait as long: the futex takes it.)
-pub fn lock_by(clock: libc::clockid_t, at: libc::timespec, mut lock_until: impl FnMut(Instant) -> bool) -> Result<bool, libc::c_int> {
+pub fn lock_by(
+    clock: libc::clockid_t,
+    at: libc::timespec,
+    sliced: bool,
+    mut lock_until: impl FnMut(Instant) -> bool,
+) -> Result<bool, libc::c_int> {
     if clock != libc::CLOCK_REALTIME && clock != libc::CLOCK_MONOTONIC {
         return Err(libc::EINVAL);
     }
@@ -43,7 +62,7 @@ pub fn lock_by(clock: libc::clockid_t, at: libc::timespec, mut lock_until: impl 
     }
     let mut remaining = left(clock, at)?;
     loop {
-        let slice = if clock == libc::CLOCK_REALTIME { remaining.min(WALL_CLOCK_SLICE) } else { remaining };
+        let slice = if sliced && clock == libc::CLOCK_REALTIME { remaining.min(WALL_CLOCK_SLICE) } else { remaining };
         if lock_until(Instant::now() + slice) {
             return Ok(true);
         }
@@ -79,7 +98,7 @@ mod tests {
     fn a_wall_clock_wait_looks_at_the_clock_every_slice() {
         let mut deadlines = Vec::new();
         let start = Instant::now();
-        let taken = lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, 350), never_free(&mut deadlines));
+        let taken = lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, 350), true, never_free(&mut deadlines));
         assert_eq!(taken, Ok(false));
         assert!((3..=4).contains(&deadlines.len()), "100 + 100 + 100 + about 50 ms: {}", deadlines.len());
         assert!(deadlines.windows(2).all(|w| w[1] - w[0] <= WALL_CLOCK_SLICE + Duration::from_millis(20)));
@@ -87,25 +106,27 @@ mod tests {
     }
 
     #[test]
-    fn a_monotonic_wait_is_one_wait() {
-        let mut deadlines = Vec::new();
-        let taken = lock_by(libc::CLOCK_MONOTONIC, in_ms(libc::CLOCK_MONOTONIC, 250), never_free(&mut deadlines));
-        assert_eq!(taken, Ok(false));
-        assert_eq!(deadlines.len(), 1);
+    fn a_monotonic_wait_and_an_unsliced_one_are_one_wait() {
+        for (clock, sliced) in [(libc::CLOCK_MONOTONIC, true), (libc::CLOCK_REALTIME, false)] {
+            let mut deadlines = Vec::new();
+            let taken = lock_by(clock, in_ms(clock, 250), sliced, never_free(&mut deadlines));
+            assert_eq!(taken, Ok(false));
+            assert_eq!(deadlines.len(), 1);
+        }
     }
 
     #[test]
     fn a_passed_deadline_is_tried_once_and_bad_ones_are_refused() {
         let mut tries = 0;
-        assert_eq!(lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, -5), |_| {
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, -5), true, |_| {
             tries += 1;
             false
         }), Ok(false));
         assert_eq!(tries, 1);
         let before_epoch = libc::timespec { tv_sec: -1, tv_nsec: 2_000_000_000 };
-        assert_eq!(lock_by(libc::CLOCK_REALTIME, before_epoch, |_| true), Ok(false));
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, before_epoch, true, |_| true), Ok(false));
         let bad = libc::timespec { tv_sec: 1, tv_nsec: 1_000_000_000 };
-        assert_eq!(lock_by(libc::CLOCK_REALTIME, bad, |_| true), Err(libc::EINVAL));
-        assert_eq!(lock_by(libc::CLOCK_PROCESS_CPUTIME_ID, in_ms(libc::CLOCK_REALTIME, 5), |_| true), Err(libc::EINVAL));
+        assert_eq!(lock_by(libc::CLOCK_REALTIME, bad, true, |_| true), Err(libc::EINVAL));
+        assert_eq!(lock_by(libc::CLOCK_PROCESS_CPUTIME_ID, in_ms(libc::CLOCK_REALTIME, 5), true, |_| true), Err(libc::EINVAL));
     }
 }

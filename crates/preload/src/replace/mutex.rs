@@ -660,7 +660,7 @@ pub unsafe fn lock_until<R: Recorder>(
     // SAFETY: the program's timespec, not null.
     let at = unsafe { *at };
     let mut slices_missed = false;
-    let taken = deadline::lock_by(clock, at, |deadline| {
+    let taken = deadline::lock_by(clock, at, deadline::follows_wall_clock(algorithm), |deadline| {
         let taken = timed::<R>(algorithm, served_mutex, deadline);
         slices_missed |= !taken;
         taken
@@ -670,9 +670,10 @@ pub unsafe fn lock_until<R: Recorder>(
         Ok(false) => return libc::ETIMEDOUT,
         Err(error) => return error,
     }
-    if slices_missed && last_acquire() == AcquireKind::NoWait {
-        // Taken at once in a later slice of a wall-clock wait: the wait
-        // was a long one all the same.
+    if slices_missed && algorithm != Algorithm::Spin {
+        // Taken in a later slice of a wall-clock wait, maybe at once or
+        // spinning: the wait was a long one, slept through, all the same.
+        // (`spin` never sleeps.)
         LAST.with(|last| last.set(AcquireKind::Sleep));
     }
     now_owned(algorithm, served_mutex);
