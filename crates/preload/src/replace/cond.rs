@@ -7,7 +7,6 @@
 use crate::cancel;
 use lockmeter_locks::{futex, Condvar};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::time::Instant;
 
 /// A served condvar in the program's storage.
 #[repr(C)]
@@ -73,12 +72,7 @@ pub unsafe fn timeout(clock: libc::clockid_t, at: *const libc::timespec) -> Opti
     if !futex::realtime_timeouts_work() {
         // Converted to the monotonic clock once, here: a later jump of the
         // wall clock does not move it.
-        let left = super::deadline::left(clock, at).ok()?;
-        let at = match Instant::now().checked_add(left) {
-            Some(deadline) => futex::absolute(deadline).unwrap_or(libc::timespec { tv_sec: 0, tv_nsec: 0 }),
-            None => libc::timespec { tv_sec: libc::time_t::MAX, tv_nsec: 0 },
-        };
-        return Some(futex::AbsoluteTimeout::Monotonic(at));
+        return super::deadline::on_monotonic(clock, at).ok().map(futex::AbsoluteTimeout::Monotonic);
     }
     Some(futex::AbsoluteTimeout::Realtime(at))
 }

@@ -42,6 +42,22 @@ pub fn left(clock: libc::clockid_t, at: libc::timespec) -> Result<Duration, libc
     Ok(Duration::from_nanos((as_ns(at) - as_ns(now)).clamp(0, i128::from(u64::MAX)) as u64))
 }
 
+/// `at` on `clock` as the same time on CLOCK_MONOTONIC (one passed: now),
+/// for a futex wait that cannot take the wall clock; EINVAL for
+/// nanoseconds out of range.
+pub fn on_monotonic(clock: libc::clockid_t, at: libc::timespec) -> Result<libc::timespec, libc::c_int> {
+    let left = left(clock, at)?;
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock and out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    // At most 2^64 ns (584 years) ahead: no overflow.
+    let nanos = now.tv_nsec + left.subsec_nanos() as libc::c_long;
+    Ok(libc::timespec {
+        tv_sec: now.tv_sec + left.as_secs() as libc::time_t + nanos / 1_000_000_000,
+        tv_nsec: nanos % 1_000_000_000,
+    })
+}
+
 /// Takes a lock by `at` on `clock` with `lock_until`, the lock's timed
 /// lock (a monotonic deadline; false when it passed first), in slices if
 /// `sliced` and `clock` is the wall clock, else in one wait. Ok(true) when
@@ -114,6 +130,17 @@ mod tests {
             assert_eq!(taken, Ok(false));
             assert_eq!(deadlines.len(), 1);
         }
+    }
+
+    #[test]
+    fn a_wall_clock_time_on_the_monotonic_clock_is_as_far_away() {
+        let ns = |t: libc::timespec| t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128;
+        let now = in_ms(libc::CLOCK_MONOTONIC, 0);
+        let at = on_monotonic(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, 1500)).unwrap();
+        assert!((0..1_000_000_000).contains(&at.tv_nsec));
+        assert!((1_490_000_000..1_510_000_000).contains(&(ns(at) - ns(now))), "{} ns ahead", ns(at) - ns(now));
+        let passed = on_monotonic(libc::CLOCK_REALTIME, in_ms(libc::CLOCK_REALTIME, -50)).unwrap();
+        assert!((0..10_000_000).contains(&(ns(passed) - ns(now))), "a passed time is now");
     }
 
     #[test]
