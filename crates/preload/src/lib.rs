@@ -18,3 +18,8 @@ pub mod profile;
 pub mod replace;
 
 pub use capi::{LmCond, LmMutex};
+
+/// `malloc`, but for a profile written from a signal handler.
+#[cfg(target_arch = "x86_64")]
+#[global_allocator]
+static ALLOCATOR: profile::heap::LibraryHeap = profile::heap::LibraryHeap;

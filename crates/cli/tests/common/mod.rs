@@ -1,5 +1,7 @@
 //! What the tests that run C programs under the served locks share: the
 //! algorithms, a scratch directory, the C compiler, the preload library.
+//! (Each test binary uses part of it.)
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,10 +19,16 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Builds tests/c/NAME.c; returns the binary.
 pub fn compile(name: &str) -> PathBuf {
+    compile_at(name, "-O1")
+}
+
+/// Builds tests/c/NAME.c at an optimisation `level` (`-O0` keeps every
+/// call where the source has it, for tests of call sites and frames).
+pub fn compile_at(name: &str, level: &str) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let binary = scratch(&format!("build-{name}")).join(name);
     let status = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
+        .args([level, "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&binary)
         .arg(&source)
         .status()

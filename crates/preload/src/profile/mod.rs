@@ -7,6 +7,7 @@
 //! the per-lock counters of an exclusive lock are written by its holder
 //! with plain stores (see `table`).
 
+pub mod heap;
 mod hooks;
 pub mod output;
 pub mod real;

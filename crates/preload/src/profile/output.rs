@@ -200,10 +200,14 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         // on.
         return;
     }
-    // Writing the profile allocates. A signal that arrived while this
-    // thread was inside the allocator (^C on a busy program, a crash in
-    // malloc) would deadlock it there, and the program would hang instead
-    // of dying: a watchdog lets it die of its signal, without the profile.
+    // Writing the profile allocates, and this thread may have been inside
+    // `malloc` when the signal came (^C on a busy program, a crash in the
+    // allocator): the write allocates from pages of its own instead.
+    super::heap::serve_this_thread_from_signal_heap();
+    // Whatever else the interrupted code held that the write needs (the
+    // loader's lock, which finding symbols takes) would deadlock it there,
+    // and the program would hang instead of dying: a watchdog lets it die
+    // of its signal, without the profile.
     arm_dying_watchdog(signal);
     write_final(&format!("signal {}", signal_name(signal)), false);
     // Another thread may be writing the final profile (a second signal
@@ -384,7 +388,7 @@ extern "C" fn on_dying_watchdog(_signal: libc::c_int, info: *mut libc::siginfo_t
         return;
     }
     let signal = DYING_OF.load(Relaxed);
-    let line = b"lockmeter: the profile was not written in time (the program died inside the allocator?)\n";
+    let line = b"lockmeter: the profile was not written in time (the program may have died holding a lock the write needs)\n";
     // SAFETY: write, signal, sigprocmask, raise and _exit are
     // async-signal-safe; the dying signal's default action ends the
     // process, whichever thread it is raised in.

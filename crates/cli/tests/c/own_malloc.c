@@ -1,0 +1,82 @@
+/* A program with its own allocator (glibc lets a program replace malloc:
+ * libc and every library then allocate through it), killed by SIGTERM
+ * while that allocator holds its lock, as a signal lands in a real
+ * allocator's locked section. The allocator's lock waits for ever, as a
+ * real one's does: a signal handler that allocates deadlocks.
+ *
+ * own_malloc: takes own_malloc_lock 1000 times, then allocates with the
+ * signal raised inside the allocator. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bumped, never reused: each block has its size in the 16 bytes before it. */
+static _Alignas(4096) char heap[256 << 20];
+static size_t heap_used;
+static int heap_locked;
+static int raise_inside;
+
+static void *take(size_t size, size_t align) {
+    if (align < 16) align = 16;
+    while (__atomic_exchange_n(&heap_locked, 1, __ATOMIC_ACQUIRE)) sched_yield();
+    if (raise_inside) {
+        raise_inside = 0;
+        raise(SIGTERM);
+    }
+    void *block = NULL;
+    size_t start = (heap_used + 16 + align - 1) & ~(align - 1);
+    if (size <= sizeof heap && start <= sizeof heap - size) {
+        memcpy(heap + start - sizeof size, &size, sizeof size);
+        heap_used = start + size;
+        block = heap + start;
+    }
+    __atomic_store_n(&heap_locked, 0, __ATOMIC_RELEASE);
+    if (!block) errno = ENOMEM;
+    return block;
+}
+
+static size_t size_of(void *block) {
+    size_t size;
+    memcpy(&size, (char *)block - sizeof size, sizeof size);
+    return size;
+}
+
+void *malloc(size_t size) { return take(size, 16); }
+void free(void *block) { (void)block; }
+void *calloc(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) { errno = ENOMEM; return NULL; }
+    return take(n * size, 16); /* never reused: still zero */
+}
+void *realloc(void *block, size_t size) {
+    void *moved = take(size, 16);
+    if (block && moved) memcpy(moved, block, size_of(block) < size ? size_of(block) : size);
+    return moved;
+}
+void *memalign(size_t align, size_t size) { return take(size, align); }
+void *aligned_alloc(size_t align, size_t size) { return take(size, align); }
+void *valloc(size_t size) { return take(size, 4096); }
+void *pvalloc(size_t size) { return take((size + 4095) & ~(size_t)4095, 4096); }
+int posix_memalign(void **out, size_t align, size_t size) {
+    void *block = take(size, align);
+    if (!block) return ENOMEM;
+    *out = block;
+    return 0;
+}
+size_t malloc_usable_size(void *block) { return block ? size_of(block) : 0; }
+
+pthread_mutex_t own_malloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int main(void) {
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&own_malloc_lock);
+        pthread_mutex_unlock(&own_malloc_lock);
+    }
+    raise_inside = 1;
+    free(malloc(32));
+    return 0;
+}
