@@ -4,8 +4,9 @@
  * allocator's locked section. The allocator's lock waits for ever, as a
  * real one's does: a signal handler that allocates deadlocks.
  *
- * own_malloc: takes own_malloc_lock 1000 times, then allocates with the
- * signal raised inside the allocator. */
+ * own_malloc [SIGNAL]: takes own_malloc_lock 1000 times, then allocates
+ * with SIGTERM raised inside the allocator; with SIGNAL (a number), a
+ * second thread raises that 1 ms later, while the profile is written. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -14,18 +15,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bumped, never reused: each block has its size in the 16 bytes before it. */
 static _Alignas(4096) char heap[256 << 20];
 static size_t heap_used;
 static int heap_locked;
 static int raise_inside;
+static int raised;
 
 static void *take(size_t size, size_t align) {
     if (align < 16) align = 16;
     while (__atomic_exchange_n(&heap_locked, 1, __ATOMIC_ACQUIRE)) sched_yield();
     if (raise_inside) {
         raise_inside = 0;
+        __atomic_store_n(&raised, 1, __ATOMIC_RELEASE);
         raise(SIGTERM);
     }
     void *block = NULL;
@@ -71,10 +75,22 @@ size_t malloc_usable_size(void *block) { return block ? size_of(block) : 0; }
 
 pthread_mutex_t own_malloc_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int main(void) {
+static void *raise_second(void *signal) {
+    while (!__atomic_load_n(&raised, __ATOMIC_ACQUIRE)) sched_yield();
+    struct timespec pause = { 0, 1000000 };
+    nanosleep(&pause, NULL);
+    raise((int)(intptr_t)signal);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
     for (int i = 0; i < 1000; i++) {
         pthread_mutex_lock(&own_malloc_lock);
         pthread_mutex_unlock(&own_malloc_lock);
+    }
+    if (argc > 1) {
+        pthread_t second;
+        pthread_create(&second, NULL, raise_second, (void *)(intptr_t)atoi(argv[1]));
     }
     raise_inside = 1;
     free(malloc(32));

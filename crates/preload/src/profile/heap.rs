@@ -10,13 +10,15 @@
 //! then ended the program without its profile: 135 of 300 runs of a
 //! program sent SIGTERM while it allocates in a loop); halfway through
 //! its thread cache's update, it handed out a block that was not free,
-//! or faulted. So while a thread writes from a signal handler, the
-//! library's allocations in that thread come from anonymous mappings,
-//! bumped and never reused (the process is dying), and it frees nothing
-//! the C library gave out.
+//! or faulted. So the thread that claims the final write from a signal
+//! handler allocates from anonymous mappings of its own: small blocks
+//! bumped through shared ones (the process is dying: a block is reused
+//! only if it was the last one given out), each large one in its own,
+//! given back when freed. It frees nothing the C library gave out. A
+//! second thread dying meanwhile waits for that write, allocating nothing.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 /// `malloc` for every thread, but the one writing from a signal handler.
 pub struct LibraryHeap;
@@ -24,63 +26,63 @@ pub struct LibraryHeap;
 /// The thread writing the profile from a signal handler, 0 when none.
 static SIGNAL_WRITER: AtomicU32 = AtomicU32::new(0);
 
-/// From now on this thread's allocations come from the signal heap: it is
-/// about to write the profile from a signal handler. For good: the process
-/// dies after the write.
+/// From now on this thread's allocations come from the signal heap: it
+/// claimed the final profile's write, from a signal handler. For good:
+/// the process dies after the write.
 pub fn serve_this_thread_from_signal_heap() {
-    SIGNAL_WRITER.store(lockmeter_locks::kernel_tid(), Relaxed);
+    SIGNAL_WRITER.store(lockmeter_locks::current_tid(), Relaxed);
 }
 
-/// Whether the calling thread is the one writing from a signal handler.
-/// One load of a global outside a signal's write (gettid is asked only
-/// while one runs).
+/// Whether the calling thread is the one writing from a signal handler:
+/// one load of a global outside a signal's write, and the thread's id
+/// while one runs (from glibc's descriptor: asking the kernel at each
+/// allocation, a 150,000-lock profile took 4.2-4.6 s to write, not 3.1).
 #[inline]
-fn serving_signal_writer() -> bool {
+pub fn serving_signal_writer() -> bool {
     let writer = SIGNAL_WRITER.load(Relaxed);
-    writer != 0 && writer == lockmeter_locks::kernel_tid()
+    writer != 0 && writer == lockmeter_locks::current_tid()
 }
 
-/// The mappings the signal heap took, as [start, end) pairs, so that a
-/// block of theirs is never handed to `free`. A writer needs one unless
-/// its profile runs past `CHUNK` bytes.
-const CHUNKS: usize = 16;
-static CHUNK_STARTS: [AtomicUsize; CHUNKS] = [const { AtomicUsize::new(0) }; CHUNKS];
-static CHUNK_ENDS: [AtomicUsize; CHUNKS] = [const { AtomicUsize::new(0) }; CHUNKS];
-static CHUNKS_TAKEN: AtomicUsize = AtomicUsize::new(0);
-/// Each mapping's size, or a block's if larger. Reserved, not committed
-/// (MAP_NORESERVE): only the pages written cost memory.
-const CHUNK: usize = 64 << 20;
-/// The next free byte of the last mapping, and its end.
+/// Blocks this large or larger get a mapping of their own, unmapped when
+/// freed and moved by `mremap` when they grow: a profile's text or lock
+/// list, grown by doubling to hundreds of MB, costs its final size, not
+/// the sum of its doublings (bumped, a 300,000-lock profile ran out of
+/// mappings and aborted).
+const OWN_MAPPING: usize = 1 << 20;
+/// Smaller blocks are bumped through shared mappings of this size, never
+/// reused. Reserved, not committed (MAP_NORESERVE): only the pages
+/// written cost memory.
+const SHARED_MAPPING: usize = 64 << 20;
+/// x86_64's page.
+const PAGE: usize = 4096;
+
+/// The heap's mappings, as [start, end) pairs (0, 0: a free slot), so that
+/// no block of theirs is handed to `free`, by any thread. Only the writer
+/// changes them.
+const SLOTS: usize = 256;
+static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static ENDS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+/// Whether a slot's mapping is one block's own.
+static OWN: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+/// Slots at or past this one were never used.
+static SLOTS_USED: AtomicUsize = AtomicUsize::new(0);
+/// The next free byte of the last shared mapping, and its end.
 static TOP: AtomicUsize = AtomicUsize::new(0);
 static END: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether `ptr` came from the signal heap.
+/// The slot of the mapping `ptr` lies in.
 #[inline]
-fn from_signal_heap(ptr: *mut u8) -> bool {
-    let taken = CHUNKS_TAKEN.load(Relaxed).min(CHUNKS);
+fn slot_of(ptr: *mut u8) -> Option<usize> {
     let address = ptr as usize;
-    (0..taken).any(|i| CHUNK_STARTS[i].load(Relaxed) <= address && address < CHUNK_ENDS[i].load(Relaxed))
+    (0..SLOTS_USED.load(Relaxed)).find(|&i| STARTS[i].load(Relaxed) <= address && address < ENDS[i].load(Relaxed))
 }
 
-/// A block from the signal heap (only its writer's thread bumps it; a
-/// nested handler in that thread allocates nothing). Null when the
-/// mappings run out, as an allocator out of memory.
-fn signal_heap_alloc(layout: Layout) -> *mut u8 {
-    let top = TOP.load(Relaxed);
-    let start = top.next_multiple_of(layout.align());
-    if top != 0 && start.checked_add(layout.size()).is_some_and(|end| end <= END.load(Relaxed)) {
-        TOP.store(start + layout.size(), Relaxed);
-        return start as *mut u8;
-    }
-    let taken = CHUNKS_TAKEN.load(Relaxed);
-    if taken >= CHUNKS {
-        return std::ptr::null_mut();
-    }
-    let Some(length) = layout.size().checked_add(layout.align()).map(|l| l.max(CHUNK).next_multiple_of(4096)) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: a fresh private anonymous mapping (mmap is a system call,
-    // safe in a signal handler); nothing else is at the address it returns.
+/// A fresh private anonymous mapping of `length` bytes, noted in a free
+/// slot.
+fn map(length: usize, own: bool) -> Option<usize> {
+    let slot = (0..SLOTS).find(|&i| ENDS[i].load(Relaxed) == 0)?;
+    // SAFETY: a new mapping (mmap is a system call, safe in a signal
+    // handler); nothing else is at the address it returns.
     let mapped = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -92,20 +94,57 @@ fn signal_heap_alloc(layout: Layout) -> *mut u8 {
         )
     };
     if mapped == libc::MAP_FAILED {
-        return std::ptr::null_mut();
+        return None;
     }
-    let base = mapped as usize;
-    CHUNK_STARTS[taken].store(base, Relaxed);
-    CHUNK_ENDS[taken].store(base + length, Relaxed);
-    CHUNKS_TAKEN.store(taken + 1, Relaxed);
+    note(slot, mapped as usize, length, own);
+    Some(mapped as usize)
+}
+
+fn note(slot: usize, start: usize, length: usize, own: bool) {
+    OWN[slot].store(own, Relaxed);
+    STARTS[slot].store(start, Relaxed);
+    ENDS[slot].store(start + length, Relaxed);
+    SLOTS_USED.fetch_max(slot + 1, Relaxed);
+}
+
+/// A block from the signal heap (only its writer's thread calls this; a
+/// handler nested in that thread allocates nothing). Null when no
+/// mapping can be had, as an allocator out of memory.
+fn signal_heap_alloc(layout: Layout) -> *mut u8 {
+    if layout.size() >= OWN_MAPPING {
+        // Aligned past a page, the block starts inside its mapping.
+        let padding = if layout.align() > PAGE { layout.align() } else { 0 };
+        let Some(length) = layout.size().checked_add(padding).and_then(|l| l.checked_next_multiple_of(PAGE)) else {
+            return std::ptr::null_mut();
+        };
+        return map(length, true).map_or(std::ptr::null_mut(), |base| base.next_multiple_of(layout.align()) as *mut u8);
+    }
+    let top = TOP.load(Relaxed);
+    let start = top.next_multiple_of(layout.align());
+    if top != 0 && start + layout.size() <= END.load(Relaxed) {
+        TOP.store(start + layout.size(), Relaxed);
+        return start as *mut u8;
+    }
+    let Some(base) = map(SHARED_MAPPING, false) else { return std::ptr::null_mut() };
     let start = base.next_multiple_of(layout.align());
-    END.store(base + length, Relaxed);
+    END.store(base + SHARED_MAPPING, Relaxed);
     TOP.store(start + layout.size(), Relaxed);
     start as *mut u8
 }
 
+/// Gives a block's own mapping back (the writer's thread only).
+fn unmap(slot: usize) {
+    let start = STARTS[slot].load(Relaxed);
+    let end = ENDS[slot].load(Relaxed);
+    ENDS[slot].store(0, Relaxed);
+    STARTS[slot].store(0, Relaxed);
+    // SAFETY: the mapping `map` made for one block, which its owner frees.
+    unsafe { libc::munmap(start as *mut libc::c_void, end - start) };
+}
+
 // SAFETY: the C library's allocator serves every block but the signal
-// writer's; those are fresh, aligned as asked, and never handed out twice.
+// writer's; those are fresh mappings or bumped parts of them, aligned as
+// asked, and never handed out twice while in use.
 unsafe impl GlobalAlloc for LibraryHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if serving_signal_writer() {
@@ -130,29 +169,51 @@ unsafe impl GlobalAlloc for LibraryHeap {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // The signal heap's blocks stay; the writer frees none of the C
-        // library's either: its allocator may be mid-operation in this
-        // very thread.
-        if from_signal_heap(ptr) || serving_signal_writer() {
-            return;
+        let writer = serving_signal_writer();
+        match slot_of(ptr) {
+            // A block's own mapping goes back; a shared one's blocks stay,
+            // and so does any block freed by another thread.
+            Some(slot) if writer && OWN[slot].load(Relaxed) => unmap(slot),
+            // The shared mapping's last block is bumped over again (a
+            // temporary freed at once, as most are).
+            Some(_) if writer && ptr as usize + layout.size() == TOP.load(Relaxed) => TOP.store(ptr as usize, Relaxed),
+            Some(_) => {}
+            // The writer frees none of the C library's blocks: its
+            // allocator may be mid-operation in this very thread.
+            None if writer => {}
+            // SAFETY: a block `System` gave out with this layout.
+            None => unsafe { System.dealloc(ptr, layout) },
         }
-        // SAFETY: a block `System` gave out with this layout.
-        unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let ours = from_signal_heap(ptr);
-        if !ours && !serving_signal_writer() {
+        let writer = serving_signal_writer();
+        let slot = slot_of(ptr);
+        if slot.is_none() && !writer {
             // SAFETY: a block `System` gave out with this layout.
             return unsafe { System.realloc(ptr, layout, new_size) };
         }
-        let old_end = ptr as usize + layout.size();
-        if ours && serving_signal_writer() && old_end == TOP.load(Relaxed) && ptr as usize + new_size <= END.load(Relaxed) {
-            // The heap's last block grows or shrinks where it is: a
-            // profile's text, built by appending, takes its final size
-            // once instead of the sum of its doublings.
-            TOP.store(ptr as usize + new_size, Relaxed);
-            return ptr;
+        match slot {
+            Some(slot) if writer && OWN[slot].load(Relaxed) && new_size >= OWN_MAPPING && layout.align() <= PAGE => {
+                // The block is its mapping: the kernel moves its pages.
+                let (start, end) = (STARTS[slot].load(Relaxed), ENDS[slot].load(Relaxed));
+                let length = new_size.next_multiple_of(PAGE);
+                // SAFETY: the block's own mapping, resized or moved whole;
+                // its old address is not used again.
+                let moved = unsafe { libc::mremap(start as *mut libc::c_void, end - start, length, libc::MREMAP_MAYMOVE) };
+                if moved == libc::MAP_FAILED {
+                    return std::ptr::null_mut();
+                }
+                note(slot, moved as usize, length, true);
+                return moved.cast();
+            }
+            Some(_) if writer && ptr as usize + layout.size() == TOP.load(Relaxed) && ptr as usize + new_size <= END.load(Relaxed) && new_size < OWN_MAPPING => {
+                // The shared mapping's last block grows or shrinks where
+                // it is.
+                TOP.store(ptr as usize + new_size, Relaxed);
+                return ptr;
+            }
+            _ => {}
         }
         // SAFETY: Layout's invariants hold for the caller's alignment and
         // a size it asks for.
@@ -174,7 +235,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn blocks_are_aligned_apart_and_grow_in_place_at_the_top() {
+    fn blocks_are_aligned_apart_grow_in_place_and_large_ones_are_given_back() {
         // (The one test in this binary that becomes a signal writer.)
         serve_this_thread_from_signal_heap();
         let heap = LibraryHeap;
@@ -184,7 +245,7 @@ mod tests {
         unsafe {
             let a = heap.alloc(small);
             let b = heap.alloc_zeroed(aligned);
-            assert!(from_signal_heap(a) && from_signal_heap(b));
+            assert!(slot_of(a).is_some() && slot_of(b).is_some());
             assert_eq!(b as usize % 256, 0);
             assert!(b as usize >= a as usize + 24, "no overlap");
             assert!((0..100).all(|i| *b.add(i) == 0));
@@ -192,19 +253,40 @@ mod tests {
             let grown = heap.realloc(b, aligned, 5000);
             assert_eq!(grown, b, "the top block grows where it is");
             assert_eq!(*grown.add(99), 7);
+            let shrunk = heap.realloc(grown, Layout::from_size_align(5000, 256).unwrap(), 10);
+            let zeroed = heap.alloc_zeroed(Layout::from_size_align(64, 1).unwrap());
+            assert!((0..64).all(|i| *zeroed.add(i) == 0), "bumped over a shrunk block's bytes: zeroed");
+            assert_eq!(*shrunk, 7);
             let moved = heap.realloc(a, small, 48);
             assert_ne!(moved, a, "a block under another moves");
-            // A block larger than a mapping gets one of its own.
-            let huge = Layout::from_size_align(CHUNK + 1, 8).unwrap();
-            let h = heap.alloc(huge);
-            assert!(!h.is_null() && from_signal_heap(h));
-            h.add(CHUNK).write(1);
-            heap.dealloc(h, huge);
+
+            // A large block has its mapping, which grows with it and goes
+            // back when it is freed.
+            let large = Layout::from_size_align(2 << 20, 8).unwrap();
+            let l = heap.alloc(large);
+            l.write_bytes(5, 2 << 20);
+            let bigger = heap.realloc(l, large, 300 << 20);
+            assert!(!bigger.is_null() && slot_of(bigger).is_some());
+            assert_eq!((*bigger, *bigger.add((2 << 20) - 1)), (5, 5));
+            bigger.add((300 << 20) - 1).write(1);
+            heap.dealloc(bigger, Layout::from_size_align(300 << 20, 8).unwrap());
+            assert!(slot_of(bigger).is_none(), "unmapped");
+            // Mappings given back are reused: many more large blocks than
+            // slots, one at a time.
+            for _ in 0..4 * SLOTS {
+                let block = heap.alloc(large);
+                assert!(!block.is_null());
+                heap.dealloc(block, large);
+            }
+            let page_aligned = Layout::from_size_align(3 << 20, 1 << 16).unwrap();
+            let p = heap.alloc(page_aligned);
+            assert_eq!(p as usize % (1 << 16), 0);
+            heap.dealloc(p, page_aligned);
         }
         // Another thread still gets the C library's blocks, and frees them.
         std::thread::spawn(|| {
             let block = Box::new([1u8; 64]);
-            assert!(!from_signal_heap((&*block as *const [u8; 64]).cast_mut().cast()));
+            assert!(slot_of((&*block as *const [u8; 64]).cast_mut().cast()).is_none());
         })
         .join()
         .unwrap();

@@ -200,16 +200,12 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         // on.
         return;
     }
-    // Writing the profile allocates, and this thread may have been inside
-    // `malloc` when the signal came (^C on a busy program, a crash in the
-    // allocator): the write allocates from pages of its own instead.
-    super::heap::serve_this_thread_from_signal_heap();
     // Whatever else the interrupted code held that the write needs (the
     // loader's lock, which finding symbols takes) would deadlock it there,
     // and the program would hang instead of dying: a watchdog lets it die
     // of its signal, without the profile.
     arm_dying_watchdog(signal);
-    write_final(&format!("signal {}", signal_name(signal)), false);
+    write_final(signal_reason(signal), false);
     // Another thread may be writing the final profile (a second signal
     // sent to the process lands in any thread, a crash in a second thread
     // follows the first, and this thread's own write returns at once):
@@ -237,27 +233,27 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     die_of(signal);
 }
 
-/// The name of a signal the library catches (a static string: no
-/// allocation in a handler).
-fn signal_name(signal: libc::c_int) -> &'static str {
+/// The profile's reason for a signal the library catches (a static
+/// string: nothing allocated before the write claims its heap).
+fn signal_reason(signal: libc::c_int) -> &'static str {
     match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGVTALRM => "SIGVTALRM",
-        libc::SIGPROF => "SIGPROF",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSEGV => "signal SIGSEGV",
+        libc::SIGBUS => "signal SIGBUS",
+        libc::SIGFPE => "signal SIGFPE",
+        libc::SIGILL => "signal SIGILL",
+        libc::SIGABRT => "signal SIGABRT",
+        libc::SIGINT => "signal SIGINT",
+        libc::SIGTERM => "signal SIGTERM",
+        libc::SIGHUP => "signal SIGHUP",
+        libc::SIGQUIT => "signal SIGQUIT",
+        libc::SIGPIPE => "signal SIGPIPE",
+        libc::SIGALRM => "signal SIGALRM",
+        libc::SIGUSR1 => "signal SIGUSR1",
+        libc::SIGUSR2 => "signal SIGUSR2",
+        libc::SIGVTALRM => "signal SIGVTALRM",
+        libc::SIGPROF => "signal SIGPROF",
+        libc::SIGXCPU => "signal SIGXCPU",
+        libc::SIGXFSZ => "signal SIGXFSZ",
         _ => "signal",
     }
 }
@@ -526,6 +522,13 @@ fn write_final(reason: &str, at_exit: bool) {
     // Set only by the claim's winner: a vfork child, which shares this
     // memory, never gets here (the pid check above).
     FINAL_AT_EXIT.store(at_exit, Release);
+    if !at_exit {
+        // Writing the profile allocates, and this thread may have been
+        // inside `malloc` when the signal came (^C on a busy program, a
+        // crash in the allocator): the write allocates from pages of its
+        // own instead.
+        super::heap::serve_this_thread_from_signal_heap();
+    }
     FINISHED.store(true, Release);
     write_profile_as(reason, true);
     FINAL_WRITTEN.store(true, Release);
@@ -636,7 +639,11 @@ fn write_profile_as(reason: &str, last: bool) {
             if !device {
                 let _ = std::fs::remove_file(&tmp);
             }
-            let line = format!("lockmeter: cannot write profile {path}: {}\n", profile::io_reason(&e));
+            // The C library's words for an error come through gettext,
+            // which allocates with `malloc` under a translated locale: not
+            // from a signal handler.
+            let reason = if super::heap::serving_signal_writer() { e.kind().to_string() } else { profile::io_reason(&e) };
+            let line = format!("lockmeter: cannot write profile {path}: {reason}\n");
             // SAFETY: writing a buffer to fd 2.
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }
