@@ -1031,6 +1031,32 @@ fn finish_within(child: &mut std::process::Child, seconds: u64, what: &str) -> s
     }
 }
 
+/// A program sent SIGTERM while it writes its exit profile (a worker of
+/// Python's multiprocessing pool, stopped as it exits) finishes the write
+/// and then dies of the signal; it died at once without a profile. The
+/// signal is raised from the program's own allocator inside the write.
+#[test]
+fn a_signal_during_the_exit_profiles_write_waits_for_it() {
+    use std::os::unix::process::CommandExt;
+    let file = scratch("exit_signal").join("profile.json");
+    let mut child = lockmeter()
+        .process_group(0)
+        .args(["run", "--format", "json", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(compile_at("own_malloc", "-O0"))
+        .arg("exit")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = finish_within(&mut child, 10, "exit");
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; {stderr}"));
+    assert_eq!(profile.reason, "exit");
+    assert_eq!(lock(&profile, "own_malloc_lock").counters.acquisitions, 1000);
+}
+
 /// A program killed while inside malloc dies of its signal, with its
 /// profile: the signal handler's write allocates from pages of its own.
 /// (Allocating through malloc there, it deadlocked on the allocator's

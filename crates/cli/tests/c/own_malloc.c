@@ -6,7 +6,10 @@
  *
  * own_malloc [SIGNAL]: takes own_malloc_lock 1000 times, then allocates
  * with SIGTERM raised inside the allocator; with SIGNAL (a number), a
- * second thread raises that 1 ms later, while the profile is written. */
+ * second thread raises that 1 ms later, while the profile is written.
+ * own_malloc exit: takes the lock as much, then exits, and the first
+ * allocation after its exit handler raises SIGTERM: inside the exit
+ * profile's write, whose handler runs after the program's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -83,10 +86,16 @@ static void *raise_second(void *signal) {
     return NULL;
 }
 
+static void raise_in_next_allocation(void) { raise_inside = 1; }
+
 int main(int argc, char **argv) {
     for (int i = 0; i < 1000; i++) {
         pthread_mutex_lock(&own_malloc_lock);
         pthread_mutex_unlock(&own_malloc_lock);
+    }
+    if (argc > 1 && !strcmp(argv[1], "exit")) {
+        atexit(raise_in_next_allocation);
+        return 0;
     }
     if (argc > 1) {
         pthread_t second;

@@ -114,6 +114,9 @@ static FINAL_WRITER: AtomicU32 = AtomicU32::new(0);
 /// The final profile is written because the program exits (not because a
 /// signal ends it).
 static FINAL_AT_EXIT: AtomicBool = AtomicBool::new(false);
+/// An ending signal that came while its thread wrote the exit profile,
+/// raised again once the write is done; 0 for none.
+static DEFERRED_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 fn pid() -> u32 {
@@ -175,6 +178,7 @@ extern "C" fn in_child_after_fork() {
     FINAL_WRITTEN.store(false, Relaxed);
     FINAL_WRITER.store(0, Relaxed);
     FINAL_AT_EXIT.store(false, Relaxed);
+    DEFERRED_SIGNAL.store(0, Relaxed);
     // A fork does not carry the parent's alarm over.
     DYING_OF.store(0, Relaxed);
     WRITER.store(0, Relaxed);
@@ -200,6 +204,18 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
         // on.
         return;
     }
+    // (gettid, async-signal-safe.)
+    let me = lockmeter_locks::kernel_tid();
+    if !FAULT_SIGNALS.contains(&signal) && writing_exit_profile(me) {
+        // This thread was writing the exit profile: dying now would lose
+        // it (a worker of Python's multiprocessing pool, told to stop by
+        // SIGTERM as it exits, left none, every time), and it cannot wait
+        // for itself. The write goes on and dies of the signal when done,
+        // within the watchdog's time.
+        arm_dying_watchdog(signal);
+        let _ = DEFERRED_SIGNAL.compare_exchange(0, signal, Relaxed, Relaxed);
+        return;
+    }
     // Whatever else the interrupted code held that the write needs (the
     // loader's lock, which finding symbols takes) would deadlock it there,
     // and the program would hang instead of dying: a watchdog lets it die
@@ -215,8 +231,6 @@ extern "C" fn on_fatal_signal(signal: libc::c_int) {
     // wait for itself), and a fault not for a write at exit (the program
     // would finish exiting meanwhile and report success instead of its
     // crash).
-    // (gettid, async-signal-safe.)
-    let me = lockmeter_locks::kernel_tid();
     let may_wait = !FAULT_SIGNALS.contains(&signal) || !FINAL_AT_EXIT.load(Acquire);
     let give_up_at = monotonic_seconds() + dying_write_seconds();
     // (Nor in a thread in the middle of a periodic dump: the final write
@@ -532,6 +546,15 @@ fn write_final(reason: &str, at_exit: bool) {
     FINISHED.store(true, Release);
     write_profile_as(reason, true);
     FINAL_WRITTEN.store(true, Release);
+    let deferred = DEFERRED_SIGNAL.swap(0, Relaxed);
+    if deferred != 0 {
+        die_of(deferred);
+    }
+}
+
+/// Whether thread `me` is writing the exit profile, not yet done.
+fn writing_exit_profile(me: u32) -> bool {
+    FINAL_WRITER.load(Acquire) == me && FINAL_AT_EXIT.load(Acquire) && !FINAL_WRITTEN.load(Acquire)
 }
 
 fn output_path(template: &str) -> String {
