@@ -69,19 +69,22 @@ pub fn render(profile: &Profile, rendering: &Rendering) -> Result<Vec<u8>, Strin
         profile
     };
     // --sort and --min-wait choose the rows of every text format; JSON
-    // stays the whole profile unless --min-wait leaves locks out.
+    // stays the whole profile unless --min-wait leaves locks out. (A
+    // threshold past u64 nanoseconds, 584 years, hides every lock: cut to
+    // the bits, it wrapped to nearly nothing and hid none.)
+    let min_wait_ns = u64::try_from(rendering.min_wait.as_nanos()).unwrap_or(u64::MAX);
     let chosen;
     let profile = match rendering.format {
         Format::Table => profile,
         Format::Json if rendering.min_wait.is_zero() => profile,
         _ => {
-            chosen = profile.selected(rendering.sort, rendering.min_wait.as_nanos() as u64);
+            chosen = profile.selected(rendering.sort, min_wait_ns);
             &chosen
         }
     };
     Ok(match rendering.format {
         Format::Table => {
-            let options = TableOptions { sort: rendering.sort, min_wait_ns: rendering.min_wait.as_nanos() as u64, ..TableOptions::default() };
+            let options = TableOptions { sort: rendering.sort, min_wait_ns, ..TableOptions::default() };
             profile::render_table(profile, &options).into_bytes()
         }
         Format::Json => {
@@ -142,7 +145,7 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
         match (i, rendering.format) {
             (0, _) => bytes.extend(rendered),
             // One header for the rows of every process.
-            (_, Format::Csv) => bytes.extend(rendered.splitn(2, |&b| b == b'\n').nth(1).unwrap_or_default()),
+            (_, Format::Csv) => bytes.extend(csv_rows(&rendered)),
             (_, Format::Table) => {
                 bytes.push(b'\n');
                 bytes.extend(rendered);
@@ -157,6 +160,11 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
             std::io::stdout().write_all(&bytes).map_err(|e| Failure::runtime(format!("writing the report: {e}")))
         }
     }
+}
+
+/// A CSV rendering without its header line.
+fn csv_rows(rendered: &[u8]) -> &[u8] {
+    rendered.splitn(2, |&b| b == b'\n').nth(1).unwrap_or_default()
 }
 
 /// An error and the exit code it deserves.
@@ -471,8 +479,13 @@ pub fn preload_with(library: &Path) -> OsString {
 }
 
 /// Renders `profile` to --output (the file it went to, if one) or stderr.
-fn emit(profile: &Profile, options: &RunOptions, root: bool) -> Result<Option<PathBuf>, Failure> {
-    let bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
+/// `continues_stream`: another process's report went to the same stream
+/// (stderr, a device) before this one; CSV rows then follow its header.
+fn emit(profile: &Profile, options: &RunOptions, root: bool, continues_stream: bool) -> Result<Option<PathBuf>, Failure> {
+    let mut bytes = render(profile, &options.rendering).map_err(Failure::runtime)?;
+    if continues_stream && options.rendering.format == Format::Csv {
+        bytes = csv_rows(&bytes).to_vec();
+    }
     match &options.output {
         // A device or descriptor takes every process's report in turn,
         // but a JSON, pprof or flame-graph document cannot follow another
@@ -630,7 +643,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
                 let live = Profile::load(&scratch.0.join(format!("profile.{root}.json"))).ok();
                 if let Some(live) = live.filter(|p| p.reason == "interval" && shown_ns != Some(p.duration_ns)) {
                     shown_ns = Some(live.duration_ns);
-                    let _ = emit(&live, options, true);
+                    let _ = emit(&live, options, true, false);
                 }
             }
         }
@@ -684,6 +697,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // (`make` printed 'no lock was used' above its compilers' reports);
     // alone in using none, its report says so.
     let some_used_locks = profiles.iter().flatten().any(|p| !p.locks.is_empty());
+    // Whether a report went to a stream (stderr, a device) already.
+    let mut streamed = false;
     for profile in &profiles {
         match profile {
             Ok(profile)
@@ -696,8 +711,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
                 let command = profile.program.split(' ').next().unwrap_or("?");
                 lockless.push(format!("{} (pid {})", command.rsplit('/').next().unwrap_or(command), profile.pid));
             }
-            Ok(profile) => match emit(profile, options, profile.pid == root) {
-                Ok(file) => written.extend(file),
+            Ok(profile) => match emit(profile, options, profile.pid == root, streamed) {
+                Ok(Some(file)) => written.push(file),
+                Ok(None) => streamed = true,
                 Err(failure) => {
                     say!("lockmeter: error: {}", failure.message);
                     unwritten = true;

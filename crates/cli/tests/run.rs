@@ -302,6 +302,9 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
     assert_eq!(csv_locks(&[]), ["table_lock"]);
     assert_eq!(csv_locks(&["--min-wait", "50ms"]), ["table_lock"]);
     assert!(csv_locks(&["--min-wait", "10s"]).is_empty());
+    // Past u64 nanoseconds, a threshold hides everything (it wrapped).
+    assert!(csv_locks(&["--min-wait", "18446744073709551615ns"]).is_empty());
+    assert!(csv_locks(&["--min-wait", "18446744074s"]).is_empty());
     let json = lockmeter().arg("report").arg(&file).args(["--format", "json", "--min-wait", "10s"]).output().unwrap();
     let json = Profile::from_json(&String::from_utf8_lossy(&json.stdout), "json").unwrap();
     assert!(json.locks.is_empty(), "JSON honours --min-wait when given");
@@ -309,6 +312,28 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
     let table = lockmeter().arg("report").arg(&file).args(["--min-wait", "5"]).output().unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("no lock waited 5.00s or more, --min-wait (1 used)"), "{table}");
+}
+
+/// A process tree's CSV in one stream is one table: a header, then every
+/// process's rows (a header per process read as rows of data).
+#[test]
+fn a_trees_csv_in_one_stream_has_one_header() {
+    let script = format!("{0} status 0; {0} status 0", subjects().display());
+    for output in [None, Some("/dev/stdout")] {
+        let mut command = lockmeter();
+        command.args(["run", "--format", "csv"]);
+        if let Some(output) = output {
+            command.args(["-o", output]);
+        }
+        let result = command.args(["--", "sh", "-c", &script]).output().unwrap();
+        let text = String::from_utf8_lossy(if output.is_some() { &result.stdout } else { &result.stderr }).into_owned();
+        let header = text.lines().next().unwrap_or_default().to_string();
+        assert!(header.starts_with("pid,"), "{output:?}: {text}");
+        assert_eq!(text.lines().filter(|l| *l == header).count(), 1, "{output:?}: {text}");
+        let mut pids: Vec<&str> = text.lines().filter(|l| l.contains(",status_lock,")).filter_map(|l| l.split(',').next()).collect();
+        pids.dedup();
+        assert_eq!(pids.len(), 2, "both processes' rows: {output:?}: {text}");
+    }
 }
 
 #[test]
