@@ -278,6 +278,10 @@ pub struct Options {
     pub pin: bool,
 }
 
+/// A duty, sem or dir run's length: by default, and with --quick.
+const SECONDS: Duration = Duration::from_millis(500);
+const QUICK_SECONDS: Duration = Duration::from_millis(20);
+
 /// Checks option combinations clap cannot express; a usage error.
 pub fn validate(o: &Options) -> Result<(), String> {
     // Fail before a long run, not after it.
@@ -293,6 +297,18 @@ pub fn validate(o: &Options) -> Result<(), String> {
     if let Some(fs) = &o.fs {
         if !fs.is_dir() {
             return Err(format!("--fs {}: not a directory", fs.display()));
+        }
+    }
+    // A run counts the periods done by its end: one in flight then is
+    // counted whole, so a run must hold many (a 1 s period in a 100 ms run
+    // read 998% of the limit).
+    let seconds = o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS });
+    if let Some(&longest) = o.periods.iter().flatten().max() {
+        if Duration::from_nanos(longest) * 100 > seconds {
+            return Err(format!(
+                "--period {longest} is longer than a hundredth of the run ({}): give a longer --seconds or a shorter period",
+                format!("{:?}", seconds)
+            ));
         }
     }
     if let Some(t) = o.histogram_threads {
@@ -330,7 +346,7 @@ pub fn run(o: Options) -> Result<(), String> {
         threads,
         periods_ns: o.periods.unwrap_or_else(|| if o.quick { vec![1000] } else { vec![1000, 10000] }),
         duties_pct: o.duties.unwrap_or_else(|| if o.quick { vec![8] } else { vec![1, 8, 32] }),
-        run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
+        run: o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
         recording: Recording::Counts,
         pin: o.pin,
@@ -371,7 +387,7 @@ fn run_pair(o: Options) -> Result<(), String> {
 fn run_scorecard(o: Options) -> Result<(), String> {
     let scorecard = Scorecard {
         threads: o.threads.unwrap_or_else(|| if o.quick { vec![1, 2, 4, 16, 64] } else { vec![1, 2, 4, 16, 64, 256] }),
-        run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(20) } else { Duration::from_millis(500) }),
+        run: o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS }),
         fairness_run: if o.quick { Duration::from_millis(50) } else { Duration::from_secs(3) },
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
         pair_rounds: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
