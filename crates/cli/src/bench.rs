@@ -305,10 +305,7 @@ pub fn validate(o: &Options) -> Result<(), String> {
     let seconds = o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS });
     if let Some(&longest) = o.periods.iter().flatten().max() {
         if Duration::from_nanos(longest) * 100 > seconds {
-            return Err(format!(
-                "--period {longest} is longer than a hundredth of the run ({}): give a longer --seconds or a shorter period",
-                format!("{:?}", seconds)
-            ));
+            return Err(format!("--period {longest} is longer than a hundredth of the run ({seconds:?}): give a longer --seconds or a shorter period"));
         }
     }
     if let Some(t) = o.histogram_threads {
