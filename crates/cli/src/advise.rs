@@ -284,7 +284,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     };
 
     let rounds_text = if rounds == 1 { "1 round".to_string() } else { format!("{rounds} rounds") };
-    println!(
+    outln!(
         "lockmeter advise: {} ({rounds_text}, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
         options.shown_as,
         options.variants.len()
@@ -293,7 +293,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     if options.metric.is_some() {
         header.push_str(&format!(" {:>12} {:>22}", "metric", "metric vs glibc"));
     }
-    println!("{header}");
+    outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
         let mut line = format!("{:<12}", variant.name());
         for &(_, _, get) in &measures {
@@ -304,9 +304,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             let value = if value.abs() >= 1000.0 { format!("{value:.0}") } else { format!("{value:.3}") };
             line.push_str(&format!(" {value:>9} {ratio:>22}"));
         }
-        println!("{line}");
+        outln!("{line}");
     }
-    println!();
+    outln!();
 
     // The recommendation: by the metric if given, else by wall time.
     let (name, higher_is_better, get) = *measures.last().filter(|_| options.metric.is_some()).unwrap_or(&measures[0]);
@@ -333,23 +333,23 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let edge = if higher_is_better { 1.0 + MIN_GAIN } else { 1.0 / (1.0 + MIN_GAIN) };
         let shown = lockmeter_bench::render::beside(med, edge, 3);
         match verdict(wins, n, tried, gain) {
-            Verdict::KeepGlibc => println!(
+            Verdict::KeepGlibc => outln!(
                 "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {shown}x glibc's)."
             ),
-            Verdict::TooFewRounds => println!(
+            Verdict::TooFewRounds => outln!(
                 "No recommendation yet: {variant} ({name} {shown}x glibc's) was better by 3% or more in {wins} of {n} paired rounds, \
                  a chance of {:.1}% if none of the {tried} tried were better; {} rounds or more can tell (--repeat).",
                 100.0 * chance,
                 rounds_for_significance(tried)
             ),
             Verdict::Recommend => {
-                println!(
+                outln!(
                     "Recommendation: {variant} ({name} {shown}x glibc's; better by 3% or more in {wins} of {n} paired rounds, a chance of {:.1}% if none of the {tried} tried were better).",
                     100.0 * chance
                 );
-                println!("Try it: lockmeter run --lock {variant} -- {}", options.shown_as);
+                outln!("Try it: lockmeter run --lock {variant} -- {}", options.shown_as);
             }
-            Verdict::WithinNoise => println!(
+            Verdict::WithinNoise => outln!(
                 "No recommendation: the best, {variant} ({name} {shown}x glibc's), was better by 3% or more in {wins} of {n} rounds; \
                  the differences are within the noise. More rounds (--repeat) can tell."
             ),
@@ -368,7 +368,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     if let Some(path) = &options.plot {
         plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, path)
             .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
-        println!("\nPlot: {}", path.display());
+        outln!("\nPlot: {}", path.display());
     }
     Ok(())
 }

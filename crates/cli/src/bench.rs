@@ -432,11 +432,11 @@ fn emit(text: &str, output: Option<&Path>) -> Result<(), String> {
         Some(path) => {
             if let Err(e) = write_atomically(path, text.as_bytes()) {
                 // Keep the results of a long run: print them instead.
-                print!("{text}");
+                out!("{text}");
                 return Err(e);
             }
         }
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     Ok(())
 }

@@ -91,8 +91,8 @@ fn all_locks() -> Vec<LockKind> {
 
 pub fn run(settings: &Settings) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("lockmeter demo: our locks and the peers, side by side in one process, on {cores} cores.");
-    println!(
+    outln!("lockmeter demo: our locks and the peers, side by side in one process, on {cores} cores.");
+    outln!(
         "Every lock runs once before any runs twice ({} round{}); figures are medians over rounds.\n",
         settings.rounds,
         if settings.rounds == 1 { "" } else { "s" }
@@ -145,7 +145,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let names: Vec<String> = ours.iter().map(|k| k.name().to_string()).collect();
     for (s, (scenario, (points, stats))) in SCENARIOS.iter().zip(&results).enumerate() {
         print_scenario(2 * s + 2, scenario, points);
-        println!("{}. The lockmeter report of our locks, {} (one recording run each)\n", 2 * s + 3, scenario.title);
+        outln!("{}. The lockmeter report of our locks, {} (one recording run each)\n", 2 * s + 3, scenario.title);
         // Each row over its own run's length (UTIL's denominator).
         for (i, (name, point)) in names.iter().zip(stats).enumerate() {
             let snapshot = point.stats.as_ref().ok_or("a recording run returned no statistics")?;
@@ -153,17 +153,17 @@ pub fn run(settings: &Settings) -> Result<(), String> {
             let mut lines = text.lines();
             let header = lines.next().unwrap_or_default();
             if i == 0 {
-                println!("{header}");
+                outln!("{header}");
             }
             for line in lines {
-                println!("{line}");
+                outln!("{line}");
             }
         }
-        println!();
+        outln!();
     }
 
     let (first, (_, stats)) = (&SCENARIOS[0], &results[0]);
-    println!(
+    outln!(
         "{}. Wait histogram, {} (acquisition time = 2^bin cycles, seed 000's format)\n",
         2 * SCENARIOS.len() + 2,
         first.title
@@ -171,36 +171,36 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let picked: Vec<&PointResult> = stats.iter().filter(|p| ["adaptive", "futex", "ticket"].contains(&p.lock.as_str())).collect();
     let titles: Vec<&str> = picked.iter().map(|p| p.lock.as_str()).collect();
     let histograms: Vec<_> = picked.iter().filter_map(|p| p.stats.as_ref().map(|s| &s.wait_histogram)).collect();
-    print!("{}", render_side_by_side(&titles, &histograms));
-    println!();
+    out!("{}", render_side_by_side(&titles, &histograms));
+    outln!();
 
-    println!(
+    outln!(
         "{}. Scaling: seed 003's semaphore test (lock, bump a counter, unlock) from 1 to 64 threads",
         2 * SCENARIOS.len() + 3
     );
-    println!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
+    outln!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
     if let Some(plot) = &settings.plot {
         lockmeter_bench::plot::throughput(&scaling, plot)?;
-        println!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)", plot.display());
+        outln!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)", plot.display());
     }
-    println!();
+    outln!();
     profile_a_program(2 * SCENARIOS.len() + 4, settings.plot.as_deref());
     let tortured = torture_every_lock(2 * SCENARIOS.len() + 7);
     kernel_assisted_spinning(2 * SCENARIOS.len() + 8, settings, &calibration);
-    println!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
-    println!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
-    println!("`lockmeter bench duty|sem|dir|pair` runs the seeds' experiments in full, with JSON, CSV and plots;");
-    println!("`lockmeter bench scorecard` judges every performance target of adaptive on this machine;");
-    println!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C;");
-    println!("`lockmeter run --oncpu --lock adaptive -- YOUR_PROGRAM` or `sudo lockmeter oncpu enable` gives adaptive the on-CPU table.");
+    outln!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
+    outln!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
+    outln!("`lockmeter bench duty|sem|dir|pair` runs the seeds' experiments in full, with JSON, CSV and plots;");
+    outln!("`lockmeter bench scorecard` judges every performance target of adaptive on this machine;");
+    outln!("`lockmeter algorithms` says when to pick each lock; include/lockmeter.h uses them from C;");
+    outln!("`lockmeter run --oncpu --lock adaptive -- YOUR_PROGRAM` or `sudo lockmeter oncpu enable` gives adaptive the on-CPU table.");
     tortured
 }
 
 /// Section: `adaptive` with and without the on-CPU table (needs root; says
 /// why when it cannot load the program).
 fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Calibration) {
-    println!("{number}. Kernel-assisted spinning: adaptive asking a BPF on-CPU table whether the owner runs, against its CPU-clock fallback");
-    println!("   (16 threads, each loop 20 us of work with 10 us inside the lock; `lockmeter oncpu --help` explains the table)\n");
+    outln!("{number}. Kernel-assisted spinning: adaptive asking a BPF on-CPU table whether the owner runs, against its CPU-clock fallback");
+    outln!("   (16 threads, each loop 20 us of work with 10 us inside the lock; `lockmeter oncpu --help` explains the table)\n");
     let experiment = Experiment {
         workload: Workload::Duty,
         locks: vec![
@@ -218,17 +218,17 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
     let points = match experiment.run(calibration, |_| {}) {
         Ok(report) => report.points,
         Err(e) => {
-            println!("   skipped: {e}\n");
+            outln!("   skipped: {e}\n");
             return;
         }
     };
-    println!(
+    outln!(
         "{:<16}{:>9}{:>12}  {:>22}{:>22}{:>12}",
         "lock", "Mops/s", "Mops/CPU-s", "spins decided by table", "by owner's CPU clock", "mean spin"
     );
     for p in &points {
         let spins = p.spins_on_owner.as_ref();
-        println!(
+        outln!(
             "{:<16}{:>9.3}{:>12.3}  {:>22}{:>22}{:>9.0} ns",
             p.lock,
             p.ops_per_sec / 1e6,
@@ -238,7 +238,7 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
             spins.map_or(0.0, |s| s.mean_ns)
         );
     }
-    println!();
+    outln!();
 }
 
 /// Section: a short `lockmeter torture` of every algorithm, and of the
@@ -246,7 +246,7 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
 /// caught): the demo then ends non-zero, after its last section.
 fn torture_every_lock(number: usize) -> Result<(), String> {
     use lockmeter_bench::torture::{self, Config, Subject};
-    println!("{number}. Reliability: `lockmeter torture`, every algorithm for 300 ms at 4 threads, then `busted`\n");
+    outln!("{number}. Reliability: `lockmeter torture`, every algorithm for 300 ms at 4 threads, then `busted`\n");
     let options = crate::torture::Options {
         subjects: lockmeter_locks::Algorithm::ALL.iter().map(|&a| Subject::Ours(a)).collect(),
         threads: vec![4],
@@ -259,7 +259,7 @@ fn torture_every_lock(number: usize) -> Result<(), String> {
     match crate::torture::torture(&options) {
         Ok(true) => {}
         Ok(false) => failure = Some(format!("a lock failed its torture (section {number})")),
-        Err(e) => println!("   (torture failed to run: {e})"),
+        Err(e) => outln!("   (torture failed to run: {e})"),
     }
     let busted = torture::run(&Config {
         subject: Subject::Busted,
@@ -269,9 +269,9 @@ fn torture_every_lock(number: usize) -> Result<(), String> {
         stall: std::time::Duration::from_secs(5),
     });
     match busted.violation {
-        Some(violation) => println!("\nbusted (a deliberately broken lock) was caught: {violation}\n"),
+        Some(violation) => outln!("\nbusted (a deliberately broken lock) was caught: {violation}\n"),
         None => {
-            println!("\nbusted was NOT caught: the torture is broken\n");
+            outln!("\nbusted was NOT caught: the torture is broken\n");
             failure.get_or_insert_with(|| format!("the torture did not catch busted (section {number})"));
         }
     }
@@ -304,20 +304,20 @@ fn build_cache_program(dir: &std::path::Path) -> Result<std::path::PathBuf, Stri
 
 /// Section: `lockmeter run` on the bundled cache program.
 fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
-    println!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4 200000` (a bundled C program: 4 threads");
-    println!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
+    outln!("{number}. Profiling an unmodified program: `lockmeter run -- cache 4 200000` (a bundled C program: 4 threads");
+    outln!("   look keys up behind one global mutex, count hits under another, read a config rwlock)\n");
     // Removed when this section ends, however it ends.
     let scratch = match crate::run::scratch_dir("lockmeter-demo") {
         Ok(scratch) => scratch,
         Err(failure) => {
-            println!("   (skipped: {})\n", failure.message);
+            outln!("   (skipped: {})\n", failure.message);
             return;
         }
     };
     let binary = match build_cache_program(&scratch.0) {
         Ok(binary) => binary,
         Err(e) => {
-            println!("   (skipped: {e})\n");
+            outln!("   (skipped: {e})\n");
             return;
         }
     };
@@ -325,15 +325,15 @@ fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
     match crate::run::profile_captured(&command, None) {
         Ok((status, stdout, Some(profile))) if status.success() => {
             let options = TableOptions { sites_per_role: 2, histograms: 2, ..TableOptions::default() };
-            print!("{}", render_table(&profile, &options));
-            println!("\n   The program's own report, profiled: {}", String::from_utf8_lossy(&stdout).trim());
+            out!("{}", render_table(&profile, &options));
+            outln!("\n   The program's own report, profiled: {}", String::from_utf8_lossy(&stdout).trim());
             if let Ok(bare) = std::process::Command::new(&binary).args(["4", "200000"]).output() {
-                println!("   and without lockmeter:             {}", String::from_utf8_lossy(&bare.stdout).trim());
+                outln!("   and without lockmeter:             {}", String::from_utf8_lossy(&bare.stdout).trim());
             }
-            println!();
+            outln!();
         }
-        Ok((status, _, _)) => println!("   (the program failed under the profiler: {status})\n"),
-        Err(failure) => println!("   (skipped: {})\n", failure.message),
+        Ok((status, _, _)) => outln!("   (the program failed under the profiler: {status})\n"),
+        Err(failure) => outln!("   (skipped: {})\n", failure.message),
     }
     cure_a_program(number + 1, &binary, plot);
     profile_a_hung_program(number + 2, &binary);
@@ -342,18 +342,18 @@ fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
 /// Section: a hung program, stopped by its watchdog: the profile shows
 /// what it was stuck on.
 fn profile_a_hung_program(number: usize, binary: &std::path::Path) {
-    println!("{number}. A hung program: `lockmeter run -- cache 4 200000 48 hang`: its maintenance thread forgets to");
-    println!("   unlock the config rwlock, every worker blocks, and a watchdog alarm ends it 0.3 s in; the report's");
-    println!("   `now:` rows say what was held and waited for as it died\n");
+    outln!("{number}. A hung program: `lockmeter run -- cache 4 200000 48 hang`: its maintenance thread forgets to");
+    outln!("   unlock the config rwlock, every worker blocks, and a watchdog alarm ends it 0.3 s in; the report's");
+    outln!("   `now:` rows say what was held and waited for as it died\n");
     let command: Vec<std::ffi::OsString> = vec![binary.into(), "4".into(), "200000".into(), "48".into(), "hang".into()];
     match crate::run::profile_captured(&command, None) {
         Ok((_, _, Some(profile))) => {
             let options = TableOptions { sites_per_role: 1, histograms: 0, ..TableOptions::default() };
-            print!("{}", render_table(&profile, &options));
-            println!();
+            out!("{}", render_table(&profile, &options));
+            outln!();
         }
-        Ok((status, _, None)) => println!("   (the program wrote no profile: {status})\n"),
-        Err(failure) => println!("   (skipped: {})\n", failure.message),
+        Ok((status, _, None)) => outln!("   (the program wrote no profile: {status})\n"),
+        Err(failure) => outln!("   (skipped: {})\n", failure.message),
     }
 }
 
@@ -372,9 +372,9 @@ pub fn advise_plot(plot: &std::path::Path) -> std::path::PathBuf {
 /// chance is unlikely (three can never be enough), and two of our locks
 /// keep the section within the demo's minute.
 fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::path::Path>) {
-    println!("{number}. Curing it? `lockmeter advise --locks adaptive,futex --repeat 7 --metric '([0-9]+) ops/s' -- cache 4 100000`:");
-    println!("   the same program under glibc's locks and served by ours (replace mode: its pthread mutexes and");
-    println!("   condvars run on our algorithms), interleaved, judged by the throughput it reports\n");
+    outln!("{number}. Curing it? `lockmeter advise --locks adaptive,futex --repeat 7 --metric '([0-9]+) ops/s' -- cache 4 100000`:");
+    outln!("   the same program under glibc's locks and served by ours (replace mode: its pthread mutexes and");
+    outln!("   condvars run on our algorithms), interleaved, judged by the throughput it reports\n");
     let options = crate::advise::Options {
         command: vec![binary.into(), "4".into(), "100000".into()],
         shown_as: "cache 4 100000".into(),
@@ -384,27 +384,27 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::pa
         plot: plot.map(advise_plot),
     };
     if let Err(failure) = crate::advise::advise(&options) {
-        println!("   (skipped: {})", failure.message);
+        outln!("   (skipped: {})", failure.message);
     }
-    println!();
+    outln!();
 }
 
 fn print_pairs(locks: &[LockKind], samples: &mut [Vec<f64>]) {
-    println!("1. Uncontended lock+unlock pair, ns per pair\n");
+    outln!("1. Uncontended lock+unlock pair, ns per pair\n");
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
     let glibc = locks.iter().position(|&k| k == LockKind::Glibc).map(|i| medians[i]);
-    println!("{:<16} {:>9} {:>10}", "lock", "ns/pair", "vs glibc");
+    outln!("{:<16} {:>9} {:>10}", "lock", "ns/pair", "vs glibc");
     for (kind, ns) in locks.iter().zip(medians.iter()) {
         let ratio = glibc.map_or(String::from("-"), |g| format!("{:.2}x", ns / g));
-        println!("{:<16} {:>9.1} {:>10}", kind.label(), ns, ratio);
+        outln!("{:<16} {:>9.1} {:>10}", kind.label(), ns, ratio);
     }
-    println!();
+    outln!();
 }
 
 fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
-    println!("{number}. Contention: {}", scenario.title);
-    println!("   {}\n", scenario.why);
-    println!("{:<16} {:>10} {:>10} {:>11} {:>13} {:>11}", "lock", "Mops/s", "of limit", "vs best", "fairness", "per CPU-ms");
+    outln!("{number}. Contention: {}", scenario.title);
+    outln!("   {}\n", scenario.why);
+    outln!("{:<16} {:>10} {:>10} {:>11} {:>13} {:>11}", "lock", "Mops/s", "of limit", "vs best", "fairness", "per CPU-ms");
     let is_peer = |p: &PointResult| p.lock.parse::<lockmeter_locks::Algorithm>().is_err();
     let best_peer = points.iter().filter(|p| is_peer(p)).map(|p| p.ops_per_sec).fold(0.0, f64::max);
     for p in points {
@@ -417,7 +417,7 @@ fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
             Some(r) if r.min <= 0.0 => "starved".to_string(),
             Some(r) => format!("{:.1}x", r.max / r.min),
         };
-        println!(
+        outln!(
             "{:<16} {:>10.3} {:>9.0}% {:>10.2}x {:>13} {:>11}",
             p.lock,
             p.ops_per_sec / 1e6,
@@ -427,9 +427,9 @@ fn print_scenario(number: usize, scenario: &Scenario, points: &[PointResult]) {
             per_cpu
         );
     }
-    println!("   (\"of limit\": of min(min(threads, cores) / period, 1 / critical section); \"vs best\": against the best peer;");
-    println!("    fairness: most / fewest operations of any thread; per CPU-ms: the same per ms each thread ran,");
-    println!("    low for a thread the lock keeps failing, even where the CPUs were shared out unevenly)\n");
+    outln!("   (\"of limit\": of min(min(threads, cores) / period, 1 / critical section); \"vs best\": against the best peer;");
+    outln!("    fairness: most / fewest operations of any thread; per CPU-ms: the same per ms each thread ran,");
+    outln!("    low for a thread the lock keeps failing, even where the CPUs were shared out unevenly)\n");
 }
 
 /// A thread that waits for its sender to be dropped.

@@ -11,6 +11,35 @@ macro_rules! say {
     }};
 }
 
+/// `println!` for results: a stdout that cannot be written (a full disk,
+/// a device that refuses) ends the command with one line and exit 1,
+/// where `println!` panicked (exit 101), after a bench's whole run.
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` as [`outln!`] does it.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// Writes to stdout, flushed; see [`outln!`].
+fn write_stdout(text: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        say!("lockmeter: error: writing to stdout: {}", lockmeter_stats::profile::io_reason(&e));
+        std::process::exit(1);
+    }
+}
+
 mod advise;
 mod args;
 mod bench;
@@ -608,7 +637,7 @@ fn main() -> ExitCode {
         }
         Command::Algorithms => {
             for a in Algorithm::ALL {
-                println!("{:<10} {}", a.name(), a.summary());
+                outln!("{:<10} {}", a.name(), a.summary());
             }
             Ok(())
         }

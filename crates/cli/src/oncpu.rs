@@ -67,8 +67,8 @@ pub fn main(action: Action) -> ExitCode {
                 Err(message) => return fail(message, 2),
             };
             match loader::enable(gid) {
-                Ok(Enabled::Loaded) => println!("on-CPU table loaded and pinned at {PINNED_TABLE}"),
-                Ok(Enabled::AlreadyLoaded) => println!("on-CPU table already loaded at {PINNED_TABLE}"),
+                Ok(Enabled::Loaded) => outln!("on-CPU table loaded and pinned at {PINNED_TABLE}"),
+                Ok(Enabled::AlreadyLoaded) => outln!("on-CPU table already loaded at {PINNED_TABLE}"),
                 Err(e) => return fail(e.to_string(), 1),
             }
             // The group it has now (kept from before without --group).
@@ -76,16 +76,16 @@ pub fn main(action: Action) -> ExitCode {
                 use std::os::unix::fs::MetadataExt;
                 std::fs::metadata(PINNED_TABLE).map_or(gid.unwrap_or(0), |m| m.gid())
             };
-            println!("readable and writable by root and group {}", group_name(gid));
+            outln!("readable and writable by root and group {}", group_name(gid));
             ExitCode::SUCCESS
         }
         Action::Disable => match loader::disable() {
             Ok(true) => {
-                println!("on-CPU table detached, cleared and unpinned");
+                outln!("on-CPU table detached, cleared and unpinned");
                 ExitCode::SUCCESS
             }
             Ok(false) => {
-                println!("on-CPU table was not loaded");
+                outln!("on-CPU table was not loaded");
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e.to_string(), 1),
@@ -97,30 +97,30 @@ pub fn main(action: Action) -> ExitCode {
 fn status(sample: Duration) -> ExitCode {
     let s = loader::status(sample);
     if s.loaded {
-        println!(
+        outln!(
             "on-CPU table: loaded (program {}, table {}), pinned at {PINNED_TABLE}",
             s.program_id.map_or("?".into(), |id| id.to_string()),
             s.table_id.map_or("?".into(), |id| id.to_string())
         );
     } else {
-        println!("on-CPU table: {}", s.reason.as_deref().unwrap_or("not loaded"));
+        outln!("on-CPU table: {}", s.reason.as_deref().unwrap_or("not loaded"));
     }
     if let Some((gid, mode)) = s.access {
-        println!("access: root and group {}, mode {mode:04o}", group_name(gid));
+        outln!("access: root and group {}, mode {mode:04o}", group_name(gid));
     }
     match s.sample {
-        Some(run) => println!(
+        Some(run) => outln!(
             "cost: {:.0} context switches/s recorded, {:.0} ns per run (sampled over {} ms)",
             run.runs as f64 / run.interval.as_secs_f64(),
             run.ns_per_run,
             run.interval.as_millis()
         ),
-        None if s.loaded => println!("cost: not measured (switching on the kernel's BPF statistics needs CAP_SYS_ADMIN)"),
+        None if s.loaded => outln!("cost: not measured (switching on the kernel's BPF statistics needs CAP_SYS_ADMIN)"),
         None => {}
     }
     if s.loaded || !s.users.is_empty() {
         let users: Vec<String> = s.users.iter().map(|(pid, command)| format!("{pid} ({command})")).collect();
-        println!(
+        outln!(
             "users: {}",
             if users.is_empty() { "no process holds it (only processes this user may inspect are seen)".to_string() } else { users.join(", ") }
         );
@@ -128,15 +128,15 @@ fn status(sample: Duration) -> ExitCode {
     let usable = match Table::open_pinned(Path::new(PINNED_TABLE)) {
         Ok(_) if s.detached => {
             // Root sees the link gone: nothing writes the table.
-            println!("this user: can map it, but no program writes it (its link is gone): `lockmeter oncpu disable`, then enable");
+            outln!("this user: can map it, but no program writes it (its link is gone): `lockmeter oncpu disable`, then enable");
             false
         }
         Ok(_) => {
-            println!("this user: can map it; adaptive locks here use it");
+            outln!("this user: can map it; adaptive locks here use it");
             true
         }
         Err(e) => {
-            println!("this user: not in use: {e}; locks use the CPU-clock fallback");
+            outln!("this user: not in use: {e}; locks use the CPU-clock fallback");
             false
         }
     };

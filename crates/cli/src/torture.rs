@@ -73,13 +73,13 @@ fn row(o: &Outcome) -> String {
 pub fn torture(options: &Options) -> Result<bool, String> {
     use std::io::Write as _;
     if !options.json {
-        println!(
+        outln!(
             "lockmeter torture: seed {}, {} per run; writers lock, trylock and timed-lock at random and check exclusion on shadow data,",
             options.seed,
             seconds(options.duration)
         );
-        println!("producers and consumers pass numbered tokens through condvars, a watchdog fails a thread stalled {}\n", seconds(options.stall));
-        println!(
+        outln!("producers and consumers pass numbered tokens through condvars, a watchdog fails a thread stalled {}\n", seconds(options.stall));
+        outln!(
             "{:<10} {:>7} {:>12} {:>21} {:>8} {:>12} {:>10} {:>10} {:>9}  result",
             "lock", "threads", "acq/s", "per-thread min..max", "spread", "longest wait", "spin", "sleep", "tokens"
         );
@@ -93,7 +93,7 @@ pub fn torture(options: &Options) -> Result<bool, String> {
             let outcome = torture::run(&config);
             if !options.json {
                 progress.finish();
-                println!("{}", row(&outcome));
+                outln!("{}", row(&outcome));
                 let _ = std::io::stdout().flush();
             }
             outcomes.push(outcome);
@@ -101,7 +101,7 @@ pub fn torture(options: &Options) -> Result<bool, String> {
     }
     progress.finish();
     if options.json {
-        println!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
+        outln!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
     }
     let mut clean = true;
     for outcome in outcomes.iter().filter(|o| o.violation.is_some()) {

@@ -27,6 +27,20 @@ fn algorithms_lists_names_and_advice() {
     assert!(text.lines().next().unwrap().starts_with("adaptive"));
 }
 
+/// A stdout that refuses the results (a full disk) is an error line and
+/// exit 1, not a panic (exit 101), whichever command prints.
+#[test]
+fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
+    for args in [vec!["algorithms"], vec!["bench", "sem", "--locks", "glibc", "--threads", "1", "--seconds", "20ms", "--repeat", "1"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = lockmeter().args(&args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.lines().any(|l| l == "lockmeter: error: writing to stdout: No space left on device"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_and_non_zero() {
     let out = lockmeter().args(["demo", "--run", "soon"]).output().unwrap();
