@@ -78,6 +78,8 @@ pub struct Options {
     pub metric: Option<regex::Regex>,
     /// Where to draw the ratios, if anywhere.
     pub plot: Option<PathBuf>,
+    /// CMD's standard input, opened for each run (none: /dev/null).
+    pub input: Option<PathBuf>,
 }
 
 /// One run's measurements.
@@ -92,7 +94,11 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     use std::os::unix::process::{CommandExt as _, ExitStatusExt};
     let program = &options.command[0];
     let mut command = std::process::Command::new(program);
-    command.args(&options.command[1..]).stdin(std::process::Stdio::null()).env_remove("LOCKMETER_OUTPUT");
+    let stdin = match &options.input {
+        Some(path) => std::fs::File::open(path).map_err(|e| Failure::runtime(format!("--input {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e))))?.into(),
+        None => std::process::Stdio::null(),
+    };
+    command.args(&options.command[1..]).stdin(stdin).env_remove("LOCKMETER_OUTPUT");
     // With a pre-exec hook the standard library forks and calls execvp,
     // which runs a script without `#!` with /bin/sh, as a shell and
     // `lockmeter run` do; posix_spawn, its other way, refuses it (ENOEXEC).

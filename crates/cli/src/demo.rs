@@ -382,6 +382,7 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::pa
         repeat: 7,
         metric: regex::Regex::new("([0-9]+) ops/s").ok(),
         plot: plot.map(advise_plot),
+        input: None,
     };
     if let Err(failure) = crate::advise::advise(&options) {
         outln!("   (skipped: {})", failure.message);

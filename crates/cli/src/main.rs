@@ -260,7 +260,9 @@ enum Command {
     /// tried would do so by luck at most 5% of the time (5 rounds for one,
     /// 8 for all seven; it says how many can tell); otherwise it says the
     /// differences are noise.
-    /// A plot of the ratios is drawn to --plot.
+    /// A plot of the ratios is drawn to --plot. CMD runs many times, so its
+    /// standard input is empty (/dev/null), or --input FILE, read afresh
+    /// each run.
     ///
     /// Exit status: 0 when every round ran, whatever the verdict (its
     /// first words say it: "Recommendation:", "Keep glibc's locks", "No
@@ -271,6 +273,7 @@ enum Command {
     /// Examples:
     ///   lockmeter advise -- ./server --bench 5s
     ///   lockmeter advise --locks adaptive,mcs --repeat 9 --metric 'ops/s: ([0-9.]+)' -- ./bench
+    ///   lockmeter advise --input lines.txt -- sort --parallel=2
     #[command(verbatim_doc_comment)]
     Advise {
         /// Our algorithms to try (comma-separated, or all).
@@ -289,6 +292,10 @@ enum Command {
         /// with a warning where it cannot be written].
         #[arg(long, value_name = "FILE")]
         plot: Option<std::path::PathBuf>,
+        /// A file for CMD's standard input, opened again for every run
+        /// [default: none, /dev/null].
+        #[arg(long, value_name = "FILE")]
+        input: Option<std::path::PathBuf>,
         /// The program and its arguments (after --).
         #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
@@ -611,13 +618,19 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Advise { locks, repeat, metric, plot, command } => {
+        Command::Advise { locks, repeat, metric, plot, input, command } => {
             let Ok(plot) = plot_to_draw(plot, "lockmeter-advise.svg", args::check_plot_path, "no plot") else {
                 return ExitCode::from(2);
             };
             // Ours only: the first variant is glibc.
             let repeat = repeat.map_or_else(|| advise::rounds_for_significance(locks.len() - 1), |r| r as usize);
-            let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat, metric, plot };
+            if let Some(input) = &input {
+                if let Err(e) = std::fs::File::open(input).and_then(|f| f.metadata()).and_then(|m| if m.is_dir() { Err(std::io::Error::other("it is a directory")) } else { Ok(()) }) {
+                    say!("lockmeter: error: --input {}: {}", input.display(), lockmeter_stats::profile::io_reason(&e));
+                    return ExitCode::from(2);
+                }
+            }
+            let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat, metric, plot, input };
             return match advise::advise(&options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {

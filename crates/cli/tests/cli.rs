@@ -192,6 +192,32 @@ fn advise_without_a_writable_directory_gives_its_verdict_without_the_plot() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("lockmeter advise: true (1 round, 2 variants"));
 }
 
+/// advise runs CMD many times: its stdin is empty, or --input FILE read
+/// afresh by every run (stdin was /dev/null, silently: `sort < file`
+/// measured sorting nothing).
+#[test]
+fn advise_gives_every_run_the_input_file() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.input", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("input.txt");
+    std::fs::write(&input, "hello\n").unwrap();
+    let check = ["sh", "-c", "read line && [ \"$line\" = hello ]"];
+    let advise = |extra: &[&str]| {
+        lockmeter().current_dir("/proc").args(["advise", "--locks", "futex", "--repeat", "2"]).args(extra).arg("--").args(check).output().unwrap()
+    };
+    let with_input = advise(&["--input", input.to_str().unwrap()]);
+    assert!(with_input.status.success(), "{}", String::from_utf8_lossy(&with_input.stderr));
+    let without = advise(&[]);
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert_eq!(without.status.code(), Some(1), "{err}");
+    assert!(err.contains("it ended with exit status 1"), "{err}");
+    let missing = advise(&["--input", dir.join("missing").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{err}");
+    assert!(err.contains("--input") && err.contains("No such file or directory"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Without --repeat, advise runs as many rounds as a recommendation needs:
 /// with all seven of ours, a clean sweep of 5 rounds by one of them is a
 /// 20% chance, so the default of 5 could never recommend anything.
