@@ -373,6 +373,20 @@ fn output_for(output: &Path, pid: u32, root: bool) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// The processes of the tree other than `root` that noted themselves in
+/// `dir` as they started (see `note_member` in the library) and left no
+/// profile there: a child killed by SIGKILL was missing from the report
+/// without a word.
+fn silent_members(dir: &Path, root: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut silent: Vec<u32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("member.")?.parse().ok())
+        .filter(|&pid| pid != root && !dir.join(format!("profile.{pid}.json")).exists())
+        .collect();
+    silent.sort_unstable();
+    silent
+}
+
 /// Profiles in `dir`, the root's first, then by pid.
 fn collect(dir: &Path, root: u32) -> Vec<Result<Profile, String>> {
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
@@ -676,6 +690,17 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             None => "statically linked, or it cleared LD_PRELOAD".to_string(),
         };
         say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
+    }
+    if !orphans.left_running {
+        let silent = silent_members(&scratch.0, root);
+        if !silent.is_empty() {
+            let pids: Vec<String> = silent.iter().map(|pid| format!("pid {pid}")).collect();
+            say!(
+                "lockmeter: warning: {} more process(es) of the tree wrote no profile (killed by SIGKILL, or became a program the library cannot reach: static, or clearing LD_PRELOAD): {}",
+                silent.len(),
+                pids.join(", ")
+            );
+        }
     }
     if !profiles.iter().any(|p| p.as_ref().is_ok_and(|p| p.pid == root)) {
         if let Some(stale) = options.output.as_deref().filter(|o| from_before(o, run_started)) {

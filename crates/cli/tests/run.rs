@@ -314,6 +314,22 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
     assert!(table.contains("no lock waited 5.00s or more, --min-wait (1 used)"), "{table}");
 }
 
+/// A process of the tree that leaves no profile (killed by SIGKILL, where
+/// no handler runs) is named: it was missing from the report without a
+/// word, and the report said the program used no lock.
+#[test]
+fn a_child_that_wrote_no_profile_is_named() {
+    let script = format!("{} status 0; sh -c 'echo $$; kill -9 $$'; true", subjects().display());
+    let output = lockmeter().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let killed = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    assert!(stderr.contains("warning: 1 more process(es) of the tree wrote no profile (killed by SIGKILL"), "{stderr}");
+    assert!(stderr.contains(&format!(": pid {killed}\n")), "{killed}: {stderr}");
+    // The subject's process wrote one: not named.
+    assert!(stderr.contains("status_lock (mutex)"), "{stderr}");
+}
+
 /// A process tree's CSV in one stream is one table: a header, then every
 /// process's rows (a header per process read as rows of data).
 #[test]
