@@ -1644,11 +1644,24 @@ fn go_tool_pprof_reads_the_pprof_output() {
     let output = Command::new(go).args(["tool", "pprof", "-top", "-sample_index=delay"]).arg(&pprof).env("HOME", &dir).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(text.contains("Type: delay") && text.contains("hold_waiter+0x") && text.contains("cache_lock (mutex)"), "{text}");
+    assert!(text.contains("Type: delay") && text.lines().any(|l| l.ends_with(" hold_waiter")) && text.contains("cache_lock (mutex)"), "{text}");
     // A call site's source line comes along (pprof's -lines shows it).
     let output = Command::new(go).args(["tool", "pprof", "-top", "-lines", "-sample_index=delay"]).arg(&pprof).env("HOME", &dir).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.lines().any(|l| l.contains("hold_waiter+0x") && l.contains("subjects.c:")), "{text}");
+    assert!(text.lines().any(|l| l.contains("hold_waiter") && l.contains("subjects.c:38")), "{text}");
+    // And its function's source, with the wait on the waiting line, from
+    // the call sites and from captured stacks alike.
+    let (_, _) = profile_with(&["--frames", "4"], &["hold"]);
+    let framed = dir.join("framed.pb.gz");
+    let status = lockmeter().arg("report").arg(&file).args(["--format", "pprof", "-o"]).arg(&framed).status().unwrap();
+    assert!(status.success());
+    for pprof in [&pprof, &framed] {
+        let output = Command::new(go).args(["tool", "pprof", "-list", "hold_waiter", "-sample_index=delay"]).arg(pprof).env("HOME", &dir).output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("ROUTINE ======================== hold_waiter in ") && text.contains("subjects.c"), "{}: {text}", pprof.display());
+        let waiting = text.lines().find(|l| l.contains("pthread_mutex_lock(&cache_lock)")).unwrap_or_else(|| panic!("{text}"));
+        assert!(waiting.trim_start().starts_with(|c: char| c.is_ascii_digit()), "the wait on its line: {text}");
+    }
 }
 
 #[test]

@@ -117,7 +117,12 @@ fn weighted_stacks(profile: &Profile) -> Vec<(Vec<Frame>, u64, u64)> {
         if !lock.stacks.is_empty() {
             for stack in &lock.stacks {
                 let mut frames = vec![root.clone()];
-                frames.extend(stack.frames.iter().rev().map(|f| Frame::named(frame_text(f))));
+                // A frame that is one of the lock's call sites has its
+                // source line (the leaf, the waiting call, usually is).
+                frames.extend(stack.frames.iter().rev().map(|f| match lock.sites.iter().find(|s| s.site == *f && s.file.is_some()) {
+                    Some(site) => Frame { name: frame_text(f), file: site.file.clone(), line: site.line },
+                    None => Frame::named(frame_text(f)),
+                }));
                 stacks.push((frames, stack.contended, stack.wait_ns));
             }
             continue;
@@ -144,6 +149,14 @@ struct Frame {
 impl Frame {
     fn named(name: String) -> Frame {
         Frame { name, file: None, line: None }
+    }
+}
+
+/// The function of a call site `function+0xoff`.
+fn function_name(site: &str) -> &str {
+    match site.rsplit_once("+0x") {
+        Some((function, offset)) if !function.is_empty() && offset.chars().all(|c| c.is_ascii_hexdigit()) => function,
+        _ => site,
     }
 }
 
@@ -241,18 +254,24 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
         value_type.uint(2, strings.id(unit));
         body.bytes(1, &value_type.0);
     }
-    // A function per name and source file; a location per function and
-    // line (pprof shows them as file:line).
-    let mut functions: HashMap<(String, Option<String>, Option<u32>), u64> = HashMap::new();
+    // A function per name and source file, named as the source has it
+    // where debug information places the frame (`worker`, not each of its
+    // call sites `worker+0x86`, so that `pprof -list worker` finds its
+    // source); a location per function and line.
+    let mut functions: HashMap<(String, Option<String>), u64> = HashMap::new();
+    let mut locations: HashMap<(u64, Option<u32>), u64> = HashMap::new();
     let mut function_msgs = Vec::new();
     let mut location_msgs = Vec::new();
     for (frames, contended, wait_ns) in weighted_stacks(profile) {
         let mut location_ids = Vec::new();
         for frame in frames.iter().rev() {
+            let name = match &frame.file {
+                Some(_) => function_name(&frame.name),
+                None => &frame.name,
+            };
             let next = functions.len() as u64 + 1;
-            let key = (frame.name.clone(), frame.file.clone(), frame.line);
-            let id = *functions.entry(key).or_insert_with(|| {
-                let name = strings.id(&frame.name);
+            let function_id = *functions.entry((name.to_string(), frame.file.clone())).or_insert_with(|| {
+                let name = strings.id(name);
                 let mut function = Message::default();
                 function.uint(1, next);
                 function.uint(2, name);
@@ -261,8 +280,12 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
                     function.uint(4, strings.id(file));
                 }
                 function_msgs.push(function.0);
+                next
+            });
+            let next = locations.len() as u64 + 1;
+            let location_id = *locations.entry((function_id, frame.line)).or_insert_with(|| {
                 let mut line = Message::default();
-                line.uint(1, next);
+                line.uint(1, function_id);
                 line.uint(2, u64::from(frame.line.unwrap_or(0)));
                 let mut location = Message::default();
                 location.uint(1, next);
@@ -270,7 +293,7 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
                 location_msgs.push(location.0);
                 next
             });
-            location_ids.push(id);
+            location_ids.push(location_id);
         }
         let mut sample = Message::default();
         sample.packed(1, &location_ids);
