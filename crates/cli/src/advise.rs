@@ -90,15 +90,19 @@ struct Run {
     metric: Option<f64>,
 }
 
+/// CMD's standard input for one run: --input opened afresh, or none.
+fn stdin(options: &Options) -> Result<std::process::Stdio, Failure> {
+    Ok(match &options.input {
+        Some(path) => std::fs::File::open(path).map_err(|e| Failure::runtime(format!("--input {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e))))?.into(),
+        None => std::process::Stdio::null(),
+    })
+}
+
 fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> Result<Run, Failure> {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt};
     let program = &options.command[0];
     let mut command = std::process::Command::new(program);
-    let stdin = match &options.input {
-        Some(path) => std::fs::File::open(path).map_err(|e| Failure::runtime(format!("--input {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e))))?.into(),
-        None => std::process::Stdio::null(),
-    };
-    command.args(&options.command[1..]).stdin(stdin).env_remove("LOCKMETER_OUTPUT");
+    command.args(&options.command[1..]).stdin(stdin(options)?).env_remove("LOCKMETER_OUTPUT");
     // With a pre-exec hook the standard library forks and calls execvp,
     // which runs a script without `#!` with /bin/sh, as a shell and
     // `lockmeter run` do; posix_spawn, its other way, refuses it (ENOEXEC).
@@ -260,7 +264,12 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     crate::run::find_program(&options.command[0])?;
     let library = library()?;
     let rounds = options.repeat;
-    let mut progress = Progress::new(rounds * options.variants.len());
+    let mut progress = Progress::new(1 + rounds * options.variants.len());
+    // Profiled once first, to say how much locking there is to serve (a
+    // program that takes no pthread lock got a verdict on the library's
+    // start-up alone). A failure here is the rounds' to report.
+    progress.step("profiling it once");
+    let operations = crate::run::lock_operations(&options.command, stdin(options)?)?;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); options.variants.len()];
     // Interleaved: every variant runs once before any runs twice, so a slow
     // moment of the machine falls on all of them alike.
@@ -298,6 +307,15 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     let mut header = format!("{:<12} {:>9} {:>22} {:>9} {:>22}", "locks", "wall s", "wall vs glibc", "cpu s", "cpu vs glibc");
     if options.metric.is_some() {
         header.push_str(&format!(" {:>12} {:>22}", "metric", "metric vs glibc"));
+    }
+    if let Some((0, _)) = operations {
+        outln!("Profiled once first: it took no pthread lock.\n");
+    } else if let Some((acquisitions, contended)) = operations {
+        outln!(
+            "Profiled once first: {} pthread lock acquisitions, {:.1}% of them contended.\n",
+            acquisitions,
+            100.0 * contended as f64 / acquisitions.max(1) as f64
+        );
     }
     outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
@@ -339,6 +357,10 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let edge = if higher_is_better { 1.0 + MIN_GAIN } else { 1.0 / (1.0 + MIN_GAIN) };
         let shown = lockmeter_bench::render::beside(med, edge, 3);
         match verdict(wins, n, tried, gain) {
+            _ if operations.is_some_and(|(acquisitions, _)| acquisitions == 0) => outln!(
+                "Keep glibc's locks: {} took no pthread lock when profiled (Rust std, Go and glibc-internal locks do not go through pthread calls), so ours have nothing to serve; the differences are the library's start-up.",
+                options.shown_as
+            ),
             Verdict::KeepGlibc => outln!(
                 "Keep glibc's locks: none of ours did better here (the closest, {variant}, had {name} {shown}x glibc's)."
             ),

@@ -416,6 +416,28 @@ pub fn profile_captured(
     command: &[OsString],
     lock: Option<lockmeter_locks::Algorithm>,
 ) -> Result<(std::process::ExitStatus, Vec<u8>, Option<Profile>), Failure> {
+    let (status, stdout, root, profiles) = profile_tree(command, lock, std::process::Stdio::inherit(), std::process::Stdio::inherit())?;
+    Ok((status, stdout, profiles.into_iter().next().filter(|p| p.pid == root)))
+}
+
+/// Runs `command` under the profiler, its output discarded, and counts the
+/// pthread lock operations of its whole tree: acquisitions and contended
+/// ones. None if it failed.
+pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Result<Option<(u64, u64)>, Failure> {
+    let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null())?;
+    let counters = profiles.iter().flat_map(|p| p.locks.iter()).map(|l| &l.counters);
+    let (acquisitions, contended) = counters.fold((0, 0), |(a, c), k| (a + k.acquisitions, c + k.contended));
+    Ok(status.success().then_some((acquisitions, contended)))
+}
+
+/// Runs `command` under the profiler with its stdout captured; returns its
+/// status, its output, its pid and its tree's profiles (the root's first).
+fn profile_tree(
+    command: &[OsString],
+    lock: Option<lockmeter_locks::Algorithm>,
+    stdin: std::process::Stdio,
+    stderr: std::process::Stdio,
+) -> Result<(std::process::ExitStatus, Vec<u8>, u32, Vec<Profile>), Failure> {
     let library = library()?;
     let program = command.first().ok_or_else(|| Failure::usage("no command given"))?;
     let scratch = scratch_dir("lockmeter-run")?;
@@ -431,13 +453,15 @@ pub fn profile_captured(
         .env("LD_PRELOAD", &library)
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
         .env_remove("LOCKMETER_ROOT_PID")
+        .stdin(stdin)
         .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .map_err(|e| Failure::runtime(format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e))))?;
     let root = child.id();
     let output = child.wait_with_output().map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
-    let profile = collect(&scratch.0, root).into_iter().next().and_then(Result::ok).filter(|p| p.pid == root);
-    Ok((output.status, output.stdout, profile))
+    let profiles = collect(&scratch.0, root).into_iter().filter_map(Result::ok).collect();
+    Ok((output.status, output.stdout, root, profiles))
 }
 
 /// Removes the scratch directory when dropped.

@@ -288,6 +288,7 @@ fn advise_compares_the_algorithms_and_draws_the_ratios() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("Profiled once first: ") && stdout.contains(" pthread lock acquisitions, "), "{stdout}");
     for row in ["glibc ", "adaptive ", "ticket "] {
         assert!(stdout.lines().any(|l| l.starts_with(row)), "a row for {row}:\n{stdout}");
     }
