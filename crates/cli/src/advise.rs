@@ -269,7 +269,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // program that takes no pthread lock got a verdict on the library's
     // start-up alone). A failure here is the rounds' to report.
     progress.step("profiling it once");
-    let operations = crate::run::lock_operations(&options.command, stdin(options)?)?;
+    let operations = crate::run::lock_operations(&options.command, stdin(options)?);
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); options.variants.len()];
     // Interleaved: every variant runs once before any runs twice, so a slow
     // moment of the machine falls on all of them alike.

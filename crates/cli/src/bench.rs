@@ -303,9 +303,10 @@ pub fn validate(o: &Options) -> Result<(), String> {
     // counted whole, so a run must hold many (a 1 s period in a 100 ms run
     // read 998% of the limit).
     let seconds = o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS });
-    if let Some(&longest) = o.periods.iter().flatten().max() {
+    if let Some(&longest) = duty_periods(o).iter().max().filter(|_| o.workload == WorkloadName::Duty) {
         if Duration::from_nanos(longest) * 100 > seconds {
-            return Err(format!("--period {longest} is longer than a hundredth of the run ({seconds:?}): give a longer --seconds or a shorter period"));
+            let which = if o.periods.is_some() { "" } else { "the default " };
+            return Err(format!("{which}--period {longest} is longer than a hundredth of the run ({seconds:?}): give a longer --seconds or a shorter period"));
         }
     }
     if let Some(t) = o.histogram_threads {
@@ -329,6 +330,7 @@ pub fn validate(o: &Options) -> Result<(), String> {
 
 pub fn run(o: Options) -> Result<(), String> {
     let threads = workload_threads(&o);
+    let periods_ns = duty_periods(&o);
     let workload = match o.workload {
         WorkloadName::Duty => experiment::Workload::Duty,
         WorkloadName::Sem => experiment::Workload::Sem,
@@ -341,7 +343,7 @@ pub fn run(o: Options) -> Result<(), String> {
         workload,
         locks: o.locks.unwrap_or_else(|| LockKind::ours().chain(LockKind::PEERS).collect()),
         threads,
-        periods_ns: o.periods.unwrap_or_else(|| if o.quick { vec![1000] } else { vec![1000, 10000] }),
+        periods_ns,
         duties_pct: o.duties.unwrap_or_else(|| if o.quick { vec![8] } else { vec![1, 8, 32] }),
         run: o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
@@ -357,6 +359,12 @@ pub fn run(o: Options) -> Result<(), String> {
     )?;
     emit(&text, o.output.as_deref())?;
     draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+}
+
+/// The periods of a duty run: --period, or the defaults (one with
+/// --quick).
+fn duty_periods(o: &Options) -> Vec<u64> {
+    o.periods.clone().unwrap_or_else(|| if o.quick { vec![1000] } else { vec![1000, 10000] })
 }
 
 /// The thread counts of a duty, sem or dir run: --threads, or the

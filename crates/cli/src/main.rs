@@ -30,13 +30,28 @@ macro_rules! out {
     };
 }
 
-/// Writes to stdout, flushed; see [`outln!`].
+/// Writes to stdout, flushed; see [`outln!`]. On an error it unwinds to
+/// `main` (whose exit code is then 1), so that what the command holds is
+/// dropped on the way: the demo's scratch directory was left behind by
+/// an exit from here.
 fn write_stdout(text: std::fmt::Arguments) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
         say!("lockmeter: error: writing to stdout: {}", lockmeter_stats::profile::io_reason(&e));
-        std::process::exit(1);
+        // (resume_unwind: no panic message.)
+        std::panic::resume_unwind(Box::new(StdoutFailed));
+    }
+}
+
+/// The unwinding of a failed write to stdout.
+struct StdoutFailed;
+
+fn main() -> ExitCode {
+    match std::panic::catch_unwind(command_main) {
+        Ok(code) => code,
+        Err(payload) if payload.is::<StdoutFailed>() => ExitCode::from(1),
+        Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 
@@ -292,8 +307,8 @@ enum Command {
         /// with a warning where it cannot be written].
         #[arg(long, value_name = "FILE")]
         plot: Option<std::path::PathBuf>,
-        /// A file for CMD's standard input, opened again for every run
-        /// [default: none, /dev/null].
+        /// A file (a regular one) for CMD's standard input, opened again
+        /// for every run [default: none, /dev/null].
         #[arg(long, value_name = "FILE")]
         input: Option<std::path::PathBuf>,
         /// The program and its arguments (after --).
@@ -516,7 +531,7 @@ fn plot_to_draw(
     }
 }
 
-fn main() -> ExitCode {
+fn command_main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -625,7 +640,14 @@ fn main() -> ExitCode {
             // Ours only: the first variant is glibc.
             let repeat = repeat.map_or_else(|| advise::rounds_for_significance(locks.len() - 1), |r| r as usize);
             if let Some(input) = &input {
-                if let Err(e) = std::fs::File::open(input).and_then(|f| f.metadata()).and_then(|m| if m.is_dir() { Err(std::io::Error::other("it is a directory")) } else { Ok(()) }) {
+                // Opened again for every run: a pipe or a FIFO would give
+                // its data to the first run alone (and a FIFO's open
+                // blocks), so only a file will do.
+                let regular = |m: std::fs::Metadata| match m.is_file() {
+                    true => Ok(()),
+                    false => Err(std::io::Error::other("not a regular file (every run reads it again: save a stream to a file first)")),
+                };
+                if let Err(e) = std::fs::metadata(input).and_then(regular).and_then(|()| std::fs::File::open(input).map(drop)) {
                     say!("lockmeter: error: --input {}: {}", input.display(), lockmeter_stats::profile::io_reason(&e));
                     return ExitCode::from(2);
                 }

@@ -420,14 +420,15 @@ pub fn profile_captured(
     Ok((status, stdout, profiles.into_iter().next().filter(|p| p.pid == root)))
 }
 
-/// Runs `command` under the profiler, its output discarded, and counts the
+/// Runs `command` under the profiler, its stderr discarded, and counts the
 /// pthread lock operations of its whole tree: acquisitions and contended
-/// ones. None if it failed.
-pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Result<Option<(u64, u64)>, Failure> {
-    let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null())?;
+/// ones. None if it could not run or failed (the caller's own runs say
+/// how).
+pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Option<(u64, u64)> {
+    let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null()).ok()?;
     let counters = profiles.iter().flat_map(|p| p.locks.iter()).map(|l| &l.counters);
     let (acquisitions, contended) = counters.fold((0, 0), |(a, c), k| (a + k.acquisitions, c + k.contended));
-    Ok(status.success().then_some((acquisitions, contended)))
+    status.success().then_some((acquisitions, contended))
 }
 
 /// Runs `command` under the profiler with its stdout captured; returns its
@@ -438,10 +439,15 @@ fn profile_tree(
     stdin: std::process::Stdio,
     stderr: std::process::Stdio,
 ) -> Result<(std::process::ExitStatus, Vec<u8>, u32, Vec<Profile>), Failure> {
+    use std::os::unix::process::CommandExt as _;
     let library = library()?;
     let program = command.first().ok_or_else(|| Failure::usage("no command given"))?;
     let scratch = scratch_dir("lockmeter-run")?;
     let mut child = Command::new(program);
+    // With a pre-exec hook the standard library forks and calls execvp,
+    // which runs a script without `#!` with /bin/sh, as `run` does.
+    // SAFETY: the hook does nothing, which is async-signal-safe.
+    unsafe { child.pre_exec(|| Ok(())) };
     child.args(&command[1..]).env_remove("LOCKMETER_LOCK");
     for variable in RUN_OPTION_VARIABLES {
         child.env_remove(variable);
@@ -450,9 +456,13 @@ fn profile_tree(
         child.env("LOCKMETER_LOCK", lock.name());
     }
     let child = child
-        .env("LD_PRELOAD", &library)
+        // The user's own preloads stay (an allocator's locks are the
+        // program's too), as under `run`.
+        .env("LD_PRELOAD", preload_with(&library))
         .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
         .env_remove("LOCKMETER_ROOT_PID")
+        .env_remove("LOCKMETER_TREE")
+        .env_remove(lockmeter_oncpu::FD_ENV)
         .stdin(stdin)
         .stdout(std::process::Stdio::piped())
         .stderr(stderr)

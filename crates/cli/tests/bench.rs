@@ -361,6 +361,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
         // A period the run holds few of (a 1 s one in 100 ms read 998%).
         (vec!["bench", "duty", "--period", "1000000", "--seconds", "50ms"], "--period 1000000 is longer than a hundredth of the run (50ms)"),
+        (vec!["bench", "duty", "--seconds", "500us"], "the default --period 10000 is longer than a hundredth of the run (500µs)"),
         (vec!["bench", "duty", "--threads", "2", "--plot-histogram", "h.svg", "--histogram-threads", "4"], "not one of the thread counts run (2)"),
         // Against the default counts too, before the run, not after it.
         (vec!["bench", "sem", "--quick", "--plot-histogram", "h.svg", "--histogram-threads", "3"], "not one of the thread counts run (1,4)"),

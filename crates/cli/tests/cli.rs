@@ -220,7 +220,30 @@ fn advise_gives_every_run_the_input_file() {
     let err = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(missing.status.code(), Some(2), "{err}");
     assert!(err.contains("--input") && err.contains("No such file or directory"), "{err}");
+    // A stream would feed the first run alone (a FIFO's open would block).
+    let piped = advise(&["--input", "/dev/stdin"]);
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert_eq!(piped.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// advise's profiled run keeps the user's preloads, as its rounds do: an
+/// allocator preloaded beside the library takes pthread mutexes of its
+/// own (jemalloc: 233 in `true`), which it read as none.
+#[test]
+fn advise_profiles_with_the_users_preloads() {
+    let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    assert!(std::path::Path::new(jemalloc).exists(), "scripts/test.sh installs libjemalloc2");
+    let out = lockmeter()
+        .current_dir("/proc")
+        .env("LD_PRELOAD", jemalloc)
+        .args(["advise", "--locks", "futex", "--repeat", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Profiled once first: ") && !stdout.contains("it took no pthread lock"), "{stdout}");
 }
 
 /// Without --repeat, advise runs as many rounds as a recommendation needs:
