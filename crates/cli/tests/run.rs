@@ -1098,6 +1098,31 @@ fn a_signal_during_the_exit_profiles_write_waits_for_it() {
     assert_eq!(lock(&profile, "own_malloc_lock").counters.acquisitions, 1000);
 }
 
+/// A profile that outgrows the file size limit (`ulimit -f`) is an error
+/// line, and the program exits as it would have: the write's SIGXFSZ
+/// killed it (it died of SIGXFSZ, exit 153, its output lost).
+#[test]
+fn a_file_size_limit_fails_the_profile_not_the_program() {
+    use std::os::unix::process::CommandExt;
+    let dir = scratch("fsize");
+    let mut command = Command::new(subjects());
+    command.args(["status", "4"]).env("LD_PRELOAD", common::library()).env("LOCKMETER_OUTPUT", dir.join("p.json"));
+    // SAFETY: setrlimit in the child before exec, async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 512, rlim_max: 512 };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
+            Ok(())
+        })
+    };
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{:?}: {stderr}", output.status);
+    assert!(stderr.contains("lockmeter: cannot write profile") && stderr.contains("File too large"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "no temporary file left: {left:?}");
+}
+
 /// A program killed while inside malloc dies of its signal, with its
 /// profile: the signal handler's write allocates from pages of its own.
 /// (Allocating through malloc there, it deadlocked on the allocator's

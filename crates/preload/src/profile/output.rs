@@ -651,11 +651,13 @@ fn write_profile_as(reason: &str, last: bool) {
     let device = std::fs::metadata(&settings.output).is_ok_and(|m| !m.is_file() && !m.is_dir());
     let path = if device { settings.output.clone() } else { output_path(&settings.output) };
     let tmp = format!("{path}.tmp.{}", pid());
-    let written = if device {
-        std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(profile.to_json().as_bytes()))
-    } else {
-        std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| std::fs::rename(&tmp, &path))
-    };
+    let written = without_signals_of_its_own(|| {
+        if device {
+            std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(profile.to_json().as_bytes()))
+        } else {
+            std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| std::fs::rename(&tmp, &path))
+        }
+    });
     match written {
         Ok(()) => {}
         Err(e) => {
@@ -672,6 +674,36 @@ fn write_profile_as(reason: &str, last: bool) {
         }
     }
     WRITER.store(0, Release);
+}
+
+/// Runs `write` with SIGPIPE and SIGXFSZ held in this thread, and drops
+/// those it raised: the write's error says what happened (a pipe whose
+/// reader left, a file size limit), and the program goes on as it would
+/// have without the library (under `ulimit -f`, a program whose exit
+/// profile outgrew the limit died of SIGXFSZ instead of exiting 0).
+fn without_signals_of_its_own<T>(write: impl FnOnce() -> T) -> T {
+    let own = signal_set(&[libc::SIGPIPE, libc::SIGXFSZ]);
+    // SAFETY: sigset functions and pthread_sigmask, sigpending and
+    // sigtimedwait on valid sets of this thread (all async-signal-safe
+    // system calls: this also runs in a signal handler).
+    unsafe {
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &own, &mut previous);
+        let mut pending_before: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending_before);
+        let result = write();
+        // Only what came during the write, and was not pending before.
+        let mut raised = signal_set(&[]);
+        for signal in [libc::SIGPIPE, libc::SIGXFSZ] {
+            if libc::sigismember(&pending_before, signal) == 0 {
+                libc::sigaddset(&mut raised, signal);
+            }
+        }
+        let now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        while libc::sigtimedwait(&raised, std::ptr::null_mut(), &now) > 0 {}
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        result
+    }
 }
 
 fn program() -> String {
