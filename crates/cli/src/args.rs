@@ -254,6 +254,13 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
             let _ = std::fs::remove_file(&temp);
             Ok(())
         }
+        // The file is there, but nothing can be made beside it (/proc):
+        // its own name would read as the reason ("No such file").
+        Err(e) if target.exists() => Err(format!(
+            "cannot write {}: no new file can be made in its directory, to write beside it and rename over it ({})",
+            path.display(),
+            lockmeter_stats::profile::io_reason(&e)
+        )),
         Err(e) => Err(format!("cannot write {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e))),
     }
 }
@@ -289,6 +296,15 @@ mod tests {
         assert_eq!(lock_list("all").unwrap().0.len(), 12);
         assert_eq!(lock_list("adaptive,glibc,adaptive").unwrap().0.len(), 2);
         assert!(lock_list("fastest").unwrap_err().starts_with("unknown lock 'fastest'"));
+    }
+
+    #[test]
+    fn a_file_with_no_room_beside_it_says_so() {
+        // /proc/version exists; /proc takes no new file.
+        let why = check_writable(Path::new("/proc/version")).unwrap_err();
+        assert!(why.starts_with("cannot write /proc/version: no new file can be made in its directory"), "{why}");
+        let why = check_writable(Path::new("/nonexistent-dir/p.json")).unwrap_err();
+        assert!(why.ends_with("No such file or directory"), "{why}");
     }
 
     #[test]
