@@ -189,11 +189,32 @@ fn render_histograms(out: &mut String, locks: &[&LockProfile], how_many: usize) 
             h
         })
         .collect();
-    let titles: Vec<String> = waited.iter().map(|l| l.name.chars().take(22).collect()).collect();
+    let titles = histogram_titles(&waited);
     let title_refs: Vec<&str> = titles.iter().map(String::as_str).collect();
     let refs: Vec<&Histogram> = histograms.iter().collect();
     let _ = writeln!(out, "\nwait time, log2 cycles (seed 000's histogram):");
     out.push_str(&render_side_by_side(&title_refs, &refs));
+}
+
+/// A histogram's column title: its lock's name, cut to the column. Locks
+/// whose cut names are alike (a program's locks made at one call site,
+/// as Python's are) are told apart by their mean wait, as their rows'
+/// WAIT column prints it.
+fn histogram_titles(locks: &[&&LockProfile]) -> Vec<String> {
+    const WIDTH: usize = 22;
+    let cut = |name: &str, width: usize| name.chars().take(width).collect::<String>();
+    let plain: Vec<String> = locks.iter().map(|l| cut(&l.name, WIDTH)).collect();
+    locks
+        .iter()
+        .zip(&plain)
+        .map(|(lock, title)| {
+            if plain.iter().filter(|t| *t == title).count() == 1 {
+                return title.clone();
+            }
+            let wait = micros(lock.counters.wait_ns.mean);
+            format!("{} {wait}", cut(&lock.name, WIDTH.saturating_sub(wait.len() + 1)))
+        })
+        .collect()
 }
 
 fn render_health(out: &mut String, profile: &Profile) {
@@ -227,5 +248,25 @@ fn render_health(out: &mut String, profile: &Profile) {
     );
     for warning in &h.warnings {
         let _ = writeln!(out, "lockmeter: warning: {warning}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_titles_alike_when_cut_carry_their_mean_wait() {
+        let lock = |name: &str, mean_ns: f64| {
+            let mut lock = LockProfile { name: name.to_string(), ..LockProfile::default() };
+            lock.counters.wait_ns.mean = mean_ns;
+            lock
+        };
+        let site = "heap@PyThread_allocate_lock+0x2c (thread_pthread.h:388)";
+        let locks = [lock("table_lock", 5e6), lock(site, 17_745_000.0), lock(site, 9_910_000.0)];
+        let refs: Vec<&LockProfile> = locks.iter().collect();
+        let titles = histogram_titles(&refs.iter().collect::<Vec<_>>());
+        assert_eq!(titles, ["table_lock", "heap@PyThread_ 17745us", "heap@PyThread_a 9910us"]);
+        assert!(titles.iter().all(|t| t.chars().count() <= 22));
     }
 }
