@@ -1072,26 +1072,34 @@ fn finish_within(child: &mut std::process::Child, seconds: u64, what: &str) -> s
     }
 }
 
+/// `lockmeter run --format json -o FILE -- COMMAND` in its own process
+/// group, the dying write's watchdog at 1 s, bounded to 10 s as `what`;
+/// its status and stderr.
+fn run_to_json(file: &Path, command: &[&std::ffi::OsStr], what: &str) -> (std::process::ExitStatus, String) {
+    use std::os::unix::process::CommandExt;
+    let mut child = lockmeter()
+        .process_group(0)
+        .args(["run", "--format", "json", "-o"])
+        .arg(file)
+        .arg("--")
+        .args(command)
+        .env("LOCKMETER_DYING_WRITE", "1s")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = finish_within(&mut child, 10, what);
+    (status, std::io::read_to_string(child.stderr.take().unwrap()).unwrap())
+}
+
 /// A program sent SIGTERM while it writes its exit profile (a worker of
 /// Python's multiprocessing pool, stopped as it exits) finishes the write
 /// and then dies of the signal; it died at once without a profile. The
 /// signal is raised from the program's own allocator inside the write.
 #[test]
 fn a_signal_during_the_exit_profiles_write_waits_for_it() {
-    use std::os::unix::process::CommandExt;
     let file = scratch("exit_signal").join("profile.json");
-    let mut child = lockmeter()
-        .process_group(0)
-        .args(["run", "--format", "json", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(compile_at("own_malloc", "-O0"))
-        .arg("exit")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let status = finish_within(&mut child, 10, "exit");
-    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    let program = compile_at("own_malloc", "-O0");
+    let (status, stderr) = run_to_json(&file, &[program.as_os_str(), "exit".as_ref()], "exit");
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
     let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; {stderr}"));
     assert_eq!(profile.reason, "exit");
@@ -1131,21 +1139,9 @@ fn a_file_size_limit_fails_the_profile_not_the_program() {
 /// since the signal lands inside malloc in only some of them.
 #[test]
 fn a_program_killed_inside_malloc_still_dies_with_its_profile() {
-    use std::os::unix::process::CommandExt;
     for run in 0..6 {
         let file = scratch(&format!("malloc-{run}")).join("profile.json");
-        let mut child = lockmeter()
-            .process_group(0)
-            .args(["run", "--format", "json", "-o"])
-            .arg(&file)
-            .arg("--")
-            .arg(subjects())
-            .arg("malloc_term")
-            .env("LOCKMETER_DYING_WRITE", "1s")
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let status = finish_within(&mut child, 10, &format!("run {run}"));
+        let (status, _) = run_to_json(&file, &[subjects().as_os_str(), "malloc_term".as_ref()], &format!("run {run}"));
         assert_eq!(status.code(), Some(128 + 15), "run {run}: SIGTERM as a shell reports it");
         let profile = Profile::load(&file).unwrap_or_else(|e| panic!("run {run}: {e}"));
         assert_eq!(profile.reason, "signal SIGTERM", "run {run}");
@@ -1163,23 +1159,12 @@ fn a_program_killed_inside_malloc_still_dies_with_its_profile() {
 /// and 16 of 20 runs lost the profile.
 #[test]
 fn a_program_killed_holding_its_allocators_lock_leaves_its_profile() {
-    use std::os::unix::process::CommandExt;
     let program = compile_at("own_malloc", "-O0");
     for second in [None, Some(libc::SIGINT), Some(libc::SIGTERM), Some(libc::SIGSEGV)] {
         let file = scratch("own_malloc").join("profile.json");
-        let mut child = lockmeter()
-            .process_group(0)
-            .args(["run", "--format", "json", "-o"])
-            .arg(&file)
-            .arg("--")
-            .arg(&program)
-            .args(second.map(|signal| signal.to_string()))
-            .env("LOCKMETER_DYING_WRITE", "1s")
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let status = finish_within(&mut child, 10, &format!("second signal {second:?}"));
-        let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+        let signal = second.map(|signal| signal.to_string());
+        let command: Vec<&std::ffi::OsStr> = std::iter::once(program.as_os_str()).chain(signal.as_deref().map(std::ffi::OsStr::new)).collect();
+        let (status, stderr) = run_to_json(&file, &command, &format!("second signal {second:?}"));
         assert!(!stderr.contains("not written in time"), "second signal {second:?}: {stderr}");
         let profile = Profile::load(&file).unwrap_or_else(|e| panic!("second signal {second:?}: {e}; {stderr}"));
         assert_eq!(profile.reason, "signal SIGTERM", "second signal {second:?}");

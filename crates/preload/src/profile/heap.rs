@@ -81,23 +81,9 @@ fn slot_of(ptr: *mut u8) -> Option<usize> {
 /// slot.
 fn map(length: usize, own: bool) -> Option<usize> {
     let slot = (0..SLOTS).find(|&i| ENDS[i].load(Relaxed) == 0)?;
-    // SAFETY: a new mapping (mmap is a system call, safe in a signal
-    // handler); nothing else is at the address it returns.
-    let mapped = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            length,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if mapped == libc::MAP_FAILED {
-        return None;
-    }
-    note(slot, mapped as usize, length, own);
-    Some(mapped as usize)
+    let mapped = super::table::anonymous_mapping(length)? as usize;
+    note(slot, mapped, length, own);
+    Some(mapped)
 }
 
 fn note(slot: usize, start: usize, length: usize, own: bool) {

@@ -682,7 +682,8 @@ fn write_profile_as(reason: &str, last: bool) {
 /// have without the library (under `ulimit -f`, a program whose exit
 /// profile outgrew the limit died of SIGXFSZ instead of exiting 0).
 fn without_signals_of_its_own<T>(write: impl FnOnce() -> T) -> T {
-    let own = signal_set(&[libc::SIGPIPE, libc::SIGXFSZ]);
+    const OWN: [libc::c_int; 2] = [libc::SIGPIPE, libc::SIGXFSZ];
+    let own = signal_set(&OWN);
     // SAFETY: sigset functions and pthread_sigmask, sigpending and
     // sigtimedwait on valid sets of this thread (all async-signal-safe
     // system calls: this also runs in a signal handler).
@@ -694,7 +695,7 @@ fn without_signals_of_its_own<T>(write: impl FnOnce() -> T) -> T {
         let result = write();
         // Only what came during the write, and was not pending before.
         let mut raised = signal_set(&[]);
-        for signal in [libc::SIGPIPE, libc::SIGXFSZ] {
+        for signal in OWN {
             if libc::sigismember(&pending_before, signal) == 0 {
                 libc::sigaddset(&mut raised, signal);
             }

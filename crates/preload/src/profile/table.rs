@@ -372,10 +372,11 @@ pub struct Tables {
     pub health: HealthCounters,
 }
 
-fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
-    let bytes = count * std::mem::size_of::<T>();
-    // SAFETY: an anonymous private mapping; pages are zero-filled on first
-    // touch, and MAP_NORESERVE keeps the untouched ones free.
+/// A fresh private anonymous mapping of `bytes`, page-aligned: its pages
+/// are zero-filled on first touch, and MAP_NORESERVE keeps the untouched
+/// ones free. A system call only, so a signal handler may map too.
+pub fn anonymous_mapping(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a new mapping; nothing else is at the address it returns.
     let ptr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -386,10 +387,12 @@ fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
             0,
         )
     };
-    if ptr == libc::MAP_FAILED {
-        return None;
-    }
-    // SAFETY: the mapping is `bytes` long, page-aligned (enough for T's
+    (ptr != libc::MAP_FAILED).then_some(ptr.cast())
+}
+
+fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
+    let ptr = anonymous_mapping(count * std::mem::size_of::<T>())?;
+    // SAFETY: the mapping is `count` Ts long, page-aligned (enough for T's
     // 64-byte alignment), zeroed, and never unmapped (it lives as long as
     // the process); all-zero bytes are a valid T (atomics and integers).
     Some(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), count) })
