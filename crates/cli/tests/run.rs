@@ -1076,11 +1076,17 @@ fn finish_within(child: &mut std::process::Child, seconds: u64, what: &str) -> s
 /// group, the dying write's watchdog at 1 s, bounded to 10 s as `what`;
 /// its status and stderr.
 fn run_to_json(file: &Path, command: &[&std::ffi::OsStr], what: &str) -> (std::process::ExitStatus, String) {
+    run_to_json_with(&[], file, command, what)
+}
+
+/// [`run_to_json`] with more options to `run`.
+fn run_to_json_with(options: &[&str], file: &Path, command: &[&std::ffi::OsStr], what: &str) -> (std::process::ExitStatus, String) {
     use std::os::unix::process::CommandExt;
     let mut child = lockmeter()
         .process_group(0)
         .args(["run", "--format", "json", "-o"])
         .arg(file)
+        .args(options)
         .arg("--")
         .args(command)
         .env("LOCKMETER_DYING_WRITE", "1s")
@@ -1104,6 +1110,26 @@ fn a_signal_during_the_exit_profiles_write_waits_for_it() {
     let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; {stderr}"));
     assert_eq!(profile.reason, "exit");
     assert_eq!(lock(&profile, "own_malloc_lock").counters.acquisitions, 1000);
+}
+
+/// A program killed inside its allocator while the periodic dump waits
+/// for that allocator's lock, which it will never get: the final write
+/// goes on beside the stuck dump, and the dump's older profile never
+/// replaces it. (The final write waited for the dump until the watchdog
+/// ended the program, leaving the last periodic profile.)
+#[test]
+fn a_program_killed_while_a_periodic_dump_waits_for_its_allocator_leaves_its_final_profile() {
+    let dir = scratch("dump_waits");
+    let file = dir.join("profile.json");
+    let program = compile_at("own_malloc", "-O0");
+    let (status, stderr) = run_to_json_with(&["--interval", "1ms"], &file, &[program.as_os_str(), "dump".as_ref()], "dump");
+    assert!(!stderr.contains("not written in time"), "{stderr}");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; {stderr}"));
+    assert_eq!(profile.reason, "signal SIGTERM", "{stderr}");
+    assert_eq!(lock(&profile, "own_malloc_lock").counters.acquisitions, 1000);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != "profile.json").collect();
+    assert!(left.is_empty(), "no temporary file left: {left:?}");
 }
 
 /// A profile that outgrows the file size limit (`ulimit -f`) is an error

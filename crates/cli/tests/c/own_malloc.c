@@ -9,12 +9,16 @@
  * second thread raises that 1 ms later, while the profile is written.
  * own_malloc exit: takes the lock as much, then exits, and the first
  * allocation after its exit handler raises SIGTERM: inside the exit
- * profile's write, whose handler runs after the program's. */
+ * profile's write, whose handler runs after the program's.
+ * own_malloc dump: takes the lock as much, then allocates until the
+ * library's periodic dump thread waits for the allocator's lock, and
+ * raises SIGTERM while holding it: the dump can never finish. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +30,29 @@ static size_t heap_used;
 static int heap_locked;
 static int raise_inside;
 static int raised;
+static int raise_when_dump_waits;
+static int dump_waits;
+
+/* Whether the calling thread is the library's periodic dump thread. */
+static int in_dump_thread(void) {
+    char name[16] = "";
+    prctl(PR_GET_NAME, name);
+    return !strcmp(name, "lockmeter-dump");
+}
 
 static void *take(size_t size, size_t align) {
     if (align < 16) align = 16;
+    int dump = raise_when_dump_waits && in_dump_thread();
+    if (dump) __atomic_store_n(&dump_waits, 1, __ATOMIC_RELEASE);
     while (__atomic_exchange_n(&heap_locked, 1, __ATOMIC_ACQUIRE)) sched_yield();
+    if (dump) __atomic_store_n(&dump_waits, 0, __ATOMIC_RELEASE);
+    if (raise_when_dump_waits && !dump) {
+        /* Hold the lock until the dump thread waits for it. */
+        struct timespec pause = { 0, 100000 };
+        while (!__atomic_load_n(&dump_waits, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+        raise_when_dump_waits = 0;
+        raise(SIGTERM);
+    }
     if (raise_inside) {
         raise_inside = 0;
         __atomic_store_n(&raised, 1, __ATOMIC_RELEASE);
@@ -95,6 +118,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "exit")) {
         atexit(raise_in_next_allocation);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "dump")) {
+        raise_when_dump_waits = 1;
+        free(malloc(32));
         return 0;
     }
     if (argc > 1) {

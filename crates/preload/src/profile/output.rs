@@ -175,6 +175,7 @@ extern "C" fn at_exit() {
 
 extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
+    RENAMING.store(false, Relaxed);
     FINAL_WRITTEN.store(false, Relaxed);
     FINAL_WRITER.store(0, Relaxed);
     FINAL_AT_EXIT.store(false, Relaxed);
@@ -629,35 +630,53 @@ pub fn write_profile(reason: &str) {
 }
 
 /// Writes the profile; `last`: the process is leaving. A periodic dump
-/// skips its turn while another write runs; the last write waits for it
-/// (the process would otherwise end mid-write, leaving an older profile
-/// or none). A thread interrupted inside its own write, by a signal whose
-/// handler writes again, cannot wait for itself: that write is skipped.
+/// skips its turn while another write runs; the last write at exit waits
+/// for it (the process would otherwise end mid-write, leaving an older
+/// profile or none). The last write from a signal handler does not: the
+/// dump may never finish (the signal can have landed in a thread holding
+/// the allocator's lock, which the dump waits for), so the two write
+/// side by side, to temporary files of their own, and a dump's rename
+/// never follows the last one's. A thread interrupted inside its own
+/// write, by a signal whose handler writes again, cannot wait for itself:
+/// that write is skipped.
 fn write_profile_as(reason: &str, last: bool) {
     let (Some(profiler), Some(settings)) = (active(), SETTINGS.get()) else { return };
     let me = lockmeter_locks::current_tid();
-    loop {
+    // A device or a pipe (/dev/null, /dev/stderr, a FIFO) takes the
+    // profile as it is written, every process's alike: renamed over, it
+    // was replaced by a file (as root, /dev/null itself). Two writes to
+    // it at once would interleave: the last one waits there.
+    let device = std::fs::metadata(&settings.output).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let beside_a_dump = last && !FINAL_AT_EXIT.load(Acquire) && !device;
+    let claimed = loop {
         match WRITER.compare_exchange(0, me, Acquire, Relaxed) {
-            Ok(_) => break,
+            Ok(_) => break true,
             Err(writer) if writer == me || !last => return,
+            Err(_) if beside_a_dump => break false,
             // The dying watchdog bounds this wait.
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
-    }
+    };
     let profile = build(profiler, reason);
-    // A device or a pipe (/dev/null, /dev/stderr, a FIFO) takes the
-    // profile as it is written, every process's alike: renamed over, it
-    // was replaced by a file (as root, /dev/null itself).
-    let device = std::fs::metadata(&settings.output).is_ok_and(|m| !m.is_file() && !m.is_dir());
     let path = if device { settings.output.clone() } else { output_path(&settings.output) };
-    let tmp = format!("{path}.tmp.{}", pid());
+    let dump_tmp = format!("{path}.tmp.{}", pid());
+    let tmp = if last { format!("{dump_tmp}.last") } else { dump_tmp.clone() };
     let written = without_signals_of_its_own(|| {
         if device {
             std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(profile.to_json().as_bytes()))
+        } else if !last && FINISHED.load(Acquire) {
+            // The last write began meanwhile: this one is superseded.
+            Ok(())
         } else {
-            std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| std::fs::rename(&tmp, &path))
+            std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| put_in_place(&tmp, &path, last))
         }
     });
+    if !claimed {
+        // The dump that was writing may never finish: its file goes too
+        // (if it does finish, it finds the last write begun and removes
+        // nothing more).
+        let _ = std::fs::remove_file(&dump_tmp);
+    }
     match written {
         Ok(()) => {}
         Err(e) => {
@@ -673,7 +692,38 @@ fn write_profile_as(reason: &str, last: bool) {
             unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         }
     }
-    WRITER.store(0, Release);
+    if claimed {
+        WRITER.store(0, Release);
+    }
+}
+
+/// Held while a profile is renamed into place; the last write's rename
+/// keeps it, so that no periodic dump's older profile replaces the last.
+static RENAMING: AtomicBool = AtomicBool::new(false);
+
+/// Renames `tmp` over `path`, unless this is a periodic dump and the
+/// last write has begun (its temporary file is then removed).
+fn put_in_place(tmp: &str, path: &str, last: bool) -> std::io::Result<()> {
+    while RENAMING.compare_exchange(false, true, Acquire, Relaxed).is_err() {
+        if !last {
+            // Only the last write keeps it for good.
+            if FINISHED.load(Acquire) {
+                return std::fs::remove_file(tmp);
+            }
+        }
+        // Held for one rename (the dying watchdog bounds the last write's
+        // wait).
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if !last && FINISHED.load(Acquire) {
+        RENAMING.store(false, Release);
+        return std::fs::remove_file(tmp);
+    }
+    let renamed = std::fs::rename(tmp, path);
+    if !last {
+        RENAMING.store(false, Release);
+    }
+    renamed
 }
 
 /// Runs `write` with SIGPIPE and SIGXFSZ held in this thread, and drops

@@ -38,32 +38,54 @@ pub struct Symbolizer {
     modules: Vec<Module>,
 }
 
+/// The loaded objects as `dl_iterate_phdr` shows them, copied into room
+/// reserved beforehand: its callback runs under the loader's lock, and
+/// must not allocate there. A periodic dump that allocated in it, stuck
+/// on the allocator's lock that a thread killed inside `malloc` held,
+/// kept the loader's lock, and the final write, which lists the objects
+/// too, waited for it until the watchdog ended the program.
+struct Loaded {
+    /// Per object: its name's end in `names`, its bias, its loadable
+    /// segments' end in `segments`.
+    objects: Vec<(usize, u64, usize)>,
+    names: Vec<u8>,
+    segments: Vec<(u64, u64)>,
+    /// The room ran out: collect again with more.
+    short: bool,
+}
+
+impl Loaded {
+    fn with_room(objects: usize) -> Loaded {
+        Loaded { objects: Vec::with_capacity(objects), names: Vec::with_capacity(objects * 128), segments: Vec::with_capacity(objects * 8), short: false }
+    }
+
+    fn room_for(&self, name: usize, segments: usize) -> bool {
+        self.objects.len() < self.objects.capacity()
+            && self.names.capacity() - self.names.len() >= name
+            && self.segments.capacity() - self.segments.len() >= segments
+    }
+}
+
 unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
     // SAFETY: dl_iterate_phdr passes a valid info, and `data` is the
-    // Vec<Module> handed to it below.
-    let (info, modules) = unsafe { (&*info, &mut *data.cast::<Vec<Module>>()) };
+    // `Loaded` handed to it below.
+    let (info, loaded) = unsafe { (&*info, &mut *data.cast::<Loaded>()) };
     let name = if info.dlpi_name.is_null() {
-        String::new()
+        &[][..]
     } else {
         // SAFETY: a NUL-terminated string owned by the loader.
-        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
     };
-    let path = if name.is_empty() && modules.is_empty() {
-        std::fs::read_link(super::this_process("exe")).map(|p| p.display().to_string()).unwrap_or_default()
-    } else {
-        name
-    };
-    let mut segments = Vec::new();
-    for i in 0..usize::from(info.dlpi_phnum) {
-        // SAFETY: dlpi_phdr has dlpi_phnum entries.
-        let header = unsafe { &*info.dlpi_phdr.add(i) };
-        if header.p_type == libc::PT_LOAD {
-            segments.push((header.p_vaddr, header.p_vaddr + header.p_memsz));
-        }
+    // SAFETY: dlpi_phdr has dlpi_phnum entries.
+    let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+    if !loaded.room_for(name.len(), headers.len()) {
+        loaded.short = true;
+        return 1;
     }
-    if !path.is_empty() {
-        modules.push(Module { path, bias: info.dlpi_addr, segments, symbols: OnceCell::new(), lines: OnceCell::new() });
-    }
+    // (Within the reserved capacity: no allocation.)
+    loaded.names.extend_from_slice(name);
+    loaded.segments.extend(headers.iter().filter(|h| h.p_type == libc::PT_LOAD).map(|h| (h.p_vaddr, h.p_vaddr + h.p_memsz)));
+    loaded.objects.push((loaded.names.len(), info.dlpi_addr, loaded.segments.len()));
     0
 }
 
@@ -126,10 +148,33 @@ impl Module {
 impl Symbolizer {
     /// The objects loaded now.
     pub fn new() -> Symbolizer {
+        let mut room = 64;
+        let loaded = loop {
+            let mut loaded = Loaded::with_room(room);
+            // SAFETY: `collect` matches the callback type and only touches
+            // the `Loaded` passed as data, which outlives the call.
+            unsafe { libc::dl_iterate_phdr(Some(collect), (&mut loaded as *mut Loaded).cast()) };
+            if !loaded.short {
+                break loaded;
+            }
+            room *= 2;
+        };
         let mut modules: Vec<Module> = Vec::new();
-        // SAFETY: `collect` matches the callback type and only touches the
-        // Vec passed as data, which outlives the call.
-        unsafe { libc::dl_iterate_phdr(Some(collect), (&mut modules as *mut Vec<Module>).cast()) };
+        let (mut name_start, mut segments_start) = (0, 0);
+        for (index, &(name_end, bias, segments_end)) in loaded.objects.iter().enumerate() {
+            let name = String::from_utf8_lossy(&loaded.names[name_start..name_end]).into_owned();
+            let segments = loaded.segments[segments_start..segments_end].to_vec();
+            (name_start, segments_start) = (name_end, segments_end);
+            // The main program comes first, unnamed.
+            let path = if name.is_empty() && index == 0 {
+                std::fs::read_link(super::this_process("exe")).map(|p| p.display().to_string()).unwrap_or_default()
+            } else {
+                name
+            };
+            if !path.is_empty() {
+                modules.push(Module { path, bias, segments, symbols: OnceCell::new(), lines: OnceCell::new() });
+            }
+        }
         Symbolizer { modules }
     }
 
