@@ -681,6 +681,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         poll = None;
     }
     let mut shown_ns = None;
+    // Whether a report went to a stream (stderr, a device) already: a
+    // CSV's rows then follow the first one's header (each snapshot's rows
+    // carry its reason and duration_ns).
+    let mut streamed = false;
     let ended = loop {
         match (poll, ended_unreaped(root, poll.is_none())) {
             (_, Ok(true)) => break Ok(()),
@@ -691,7 +695,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
                 let live = Profile::load(&scratch.0.join(format!("profile.{root}.json"))).ok();
                 if let Some(live) = live.filter(|p| p.reason == "interval" && shown_ns != Some(p.duration_ns)) {
                     shown_ns = Some(live.duration_ns);
-                    let _ = emit(&live, options, true, false);
+                    streamed |= matches!(emit(&live, options, true, streamed), Ok(None));
                 }
             }
         }
@@ -756,8 +760,6 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // (`make` printed 'no lock was used' above its compilers' reports);
     // alone in using none, its report says so.
     let some_used_locks = profiles.iter().flatten().any(|p| !p.locks.is_empty());
-    // Whether a report went to a stream (stderr, a device) already.
-    let mut streamed = false;
     for profile in &profiles {
         match profile {
             Ok(profile)

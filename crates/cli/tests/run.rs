@@ -296,7 +296,7 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
             .lines()
             .skip(1)
             .filter(|l| l.contains(",lock,"))
-            .map(|l| l.split(',').nth(2).unwrap().to_string())
+            .map(|l| l.split(',').nth(4).unwrap().to_string())
             .collect::<Vec<_>>()
     };
     assert_eq!(csv_locks(&[]), ["table_lock"]);
@@ -1415,7 +1415,7 @@ fn a_saved_profile_renders_in_every_format() {
     let table = String::from_utf8(render("table", "t.txt")).unwrap();
     assert!(table.contains("cache_lock (mutex)") && table.contains("waited at hold_waiter+0x"), "{table}");
     let csv = String::from_utf8(render("csv", "p.csv")).unwrap();
-    assert!(csv.starts_with("pid,program,lock,kind,") && csv.lines().any(|l| l.contains(",cache_lock,mutex,")), "{csv}");
+    assert!(csv.starts_with("pid,program,reason,duration_ns,lock,kind,") && csv.lines().any(|l| l.contains(",cache_lock,mutex,")), "{csv}");
     let folded = String::from_utf8(render("folded", "p.folded")).unwrap();
     let line = folded.lines().find(|l| l.starts_with("cache_lock (mutex);hold_waiter+0x")).expect(&folded);
     let ns: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
@@ -1570,6 +1570,26 @@ fn interval_reports_while_the_program_runs() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no live reports"));
     let profile = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "stdout").unwrap();
     assert_eq!(profile.reason, "exit");
+    // A CSV stream is one table: one header, each snapshot's rows told
+    // apart by their reason and duration (a header per snapshot, and
+    // nothing to tell them apart, before).
+    let output = lockmeter().args(["run", "--interval", "15ms", "--format", "csv", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    assert!(output.status.success());
+    let csv = String::from_utf8_lossy(&output.stderr);
+    let rows: Vec<&str> = csv.lines().filter(|l| l.contains(",cache_lock,")).collect();
+    let header = csv.lines().find(|l| l.starts_with("pid,")).expect(&csv);
+    assert!(header.starts_with("pid,program,reason,duration_ns,lock,"), "{csv}");
+    assert_eq!(csv.lines().filter(|l| *l == header).count(), 1, "{csv}");
+    let snapshots: std::collections::BTreeSet<(&str, u64)> = rows
+        .iter()
+        .filter(|r| r.contains(",lock,"))
+        .map(|r| {
+            let fields: Vec<&str> = r.split(',').collect();
+            (fields[2], fields[3].parse().expect(r))
+        })
+        .collect();
+    assert!(snapshots.iter().filter(|(reason, _)| *reason == "interval").count() >= 4, "{csv}");
+    assert_eq!(snapshots.iter().filter(|(reason, _)| *reason == "exit").count(), 1, "{csv}");
 }
 
 /// A child forked without exec comes out of fork with one thread, with

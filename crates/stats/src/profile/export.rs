@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-const CSV_HEADER: &str = "pid,program,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
+const CSV_HEADER: &str = "pid,program,reason,duration_ns,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
 wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct,locks,\
 now_holders,now_held_ns,now_readers,now_waiters,now_waited_ns";
 
@@ -36,9 +36,11 @@ pub fn to_csv(profile: &Profile) -> String {
             let now = if kind == "lock" { now.as_str() } else { ",,,," };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{},{now}",
+                "{},{},{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{},{now}",
                 profile.pid,
                 csv_field(&profile.program),
+                csv_field(&profile.reason),
+                profile.duration_ns,
                 csv_field(&lock.name),
                 lock.kind.name(),
                 lock.address,
