@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -259,8 +259,9 @@ pub struct PointResult {
     /// Full statistics of the median run (with `Recording::Full`).
     #[serde(skip)]
     pub stats: Option<Snapshot>,
-    /// Wall time of the median run, seconds.
-    #[serde(skip)]
+    /// Wall time of the median run, seconds: the run's length, or
+    /// longer when the stop waited for a CPU.
+    #[serde(default)]
     pub median_run_seconds: f64,
 }
 
@@ -425,7 +426,7 @@ impl Experiment {
             }
             (Workload::Duty, ..) => return Err("duty needs a period and a duty share".into()),
         };
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::default());
         // Workers check in at the gate, then wait for it to open; the clock
         // starts once all have checked in and before it opens, while every
         // worker is blocked: spawning 256 threads is not part of the run,
@@ -448,7 +449,7 @@ impl Experiment {
             match spawned {
                 Ok(handle) => workers.push(handle),
                 Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
+                    stop.now();
                     gate.open();
                     for w in workers {
                         let _ = w.join();
@@ -459,16 +460,10 @@ impl Experiment {
         }
         gate.wait_for(point.threads);
         let cpu_before = process_cpu_seconds();
-        let t = Instant::now();
+        stop.start(self.run);
         gate.open();
         std::thread::sleep(self.run);
-        stop.store(true, Ordering::Relaxed);
-        // The run ends here: an operation counts only if it entered its
-        // critical section before the stop. Read after the joins and the
-        // samples' summary, the clock took in their time too (37 ms of 5.8
-        // million samples in a 0.5 s `sem` run, 7% of it), most for the
-        // fastest lock, which collects the most samples.
-        let elapsed = t.elapsed().as_secs_f64();
+        stop.now();
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
         let mut per_thread = Vec::with_capacity(point.threads);
         let mut per_thread_times = Vec::with_capacity(point.threads);
@@ -479,6 +474,11 @@ impl Experiment {
             per_thread_times.push(times);
             wait_cycles.extend(waits);
         }
+        // The run ended at the stop: an operation counts only if it
+        // entered its critical section before it. (Read after the joins
+        // and the samples' summary, the clock took in their time too: 37
+        // ms of 5.8 million samples in a 0.5 s `sem` run.)
+        let elapsed = stop.run_seconds();
         // Summarised now: a run's raw samples can be tens of megabytes.
         let wait = wait_summary(&mut wait_cycles);
         let ops: u64 = per_thread.iter().sum();
@@ -494,6 +494,66 @@ impl Experiment {
         })
     }
 }
+
+/// The end of a run: the flag workers look at before each critical
+/// section, raised by this thread after the run's length or by the first
+/// worker to see the deadline pass, whichever comes first. With hundreds
+/// of busy workers on 2 cores, the controlling thread's wake-up waited
+/// for a CPU: a 100 ms run of `spin` at 256 threads lasted 863 ms, and
+/// one at 4096 threads 29.8 s.
+#[derive(Default)]
+struct Stop {
+    stopped: AtomicBool,
+    /// CLOCK_MONOTONIC ns: when the run started, when it is due to end,
+    /// and when it was stopped (0 until it is).
+    started_ns: AtomicU64,
+    deadline_ns: AtomicU64,
+    stopped_ns: AtomicU64,
+}
+
+impl Stop {
+    fn start(&self, run: Duration) {
+        let now = monotonic_ns();
+        self.started_ns.store(now, Ordering::Relaxed);
+        self.deadline_ns.store(now + run.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn is_raised(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Stops the run now, unless it is stopped already.
+    fn now(&self) {
+        let now = monotonic_ns();
+        if !self.stopped.swap(true, Ordering::Relaxed) {
+            self.stopped_ns.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker's look at the clock: stops the run if it is past due.
+    fn check_deadline(&self) {
+        if monotonic_ns() >= self.deadline_ns.load(Ordering::Relaxed) {
+            self.now();
+        }
+    }
+
+    /// From the start to the stop (after the workers are joined).
+    fn run_seconds(&self) -> f64 {
+        let (started, stopped) = (self.started_ns.load(Ordering::Relaxed), self.stopped_ns.load(Ordering::Relaxed));
+        stopped.saturating_sub(started).max(1) as f64 * 1e-9
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// A worker looks at the clock once in this many operations (a vDSO
+/// clock read, about 20 ns: 0.1 ns an operation).
+const DEADLINE_CHECK_EVERY: u64 = 256;
 
 /// Holds the workers until every one is ready, then lets them all go at
 /// once. Each waits on a futex of its own reading, so opening is one wake
@@ -571,16 +631,19 @@ enum Body {
 /// recording never lengthens a hold. An operation whose acquisition comes
 /// after `stop` is neither done nor counted: threads queued on the lock at
 /// the end would otherwise each add one operation outside the run.
-fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &AtomicBool) -> Result<(u64, Vec<u64>), String> {
+fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop) -> Result<(u64, Vec<u64>), String> {
     let mut ops = 0u64;
     let mut waits = Vec::with_capacity(1 << 12);
     loop {
+        if ops % DEADLINE_CHECK_EVERY == DEADLINE_CHECK_EVERY - 1 {
+            stop.check_deadline();
+        }
         // Not the first operation: the start is a stampede by design.
         let timed = ops % SAMPLE_EVERY == SAMPLE_EVERY - 1;
         let asked = if timed { clock::cycles() } else { 0 };
         // The cycle count at the start of the critical section, or None if
         // the run is over.
-        let entered = |stop: &AtomicBool| (!stop.load(Ordering::Relaxed)).then(|| if timed { clock::cycles() } else { 0 });
+        let entered = |stop: &Stop| (!stop.is_raised()).then(|| if timed { clock::cycles() } else { 0 });
         let acquired = match body {
             Body::Duty { inside, outside } => {
                 let entered = shared.lock.critical(|| {
@@ -624,7 +687,7 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Atom
                 entered
             }
             Body::DirFs(path) => {
-                if stop.load(Ordering::Relaxed) {
+                if stop.is_raised() {
                     None
                 } else {
                     // The kernel's locks are not ours to time: no samples.
@@ -950,6 +1013,26 @@ mod tests {
             spinning.on_cpu_ns,
             asleep.on_cpu_ns
         );
+    }
+
+    /// A worker that sees the deadline pass stops the run then, and the
+    /// run lasts its length: the controlling thread, which may wait long
+    /// for a CPU with many workers, is not needed to end it.
+    #[test]
+    fn a_worker_past_the_deadline_stops_the_run_on_time() {
+        let stop = Stop::default();
+        stop.start(Duration::from_millis(20));
+        let began = Instant::now();
+        while !stop.is_raised() {
+            stop.check_deadline();
+            assert!(began.elapsed() < Duration::from_secs(5), "never stopped");
+        }
+        let seconds = stop.run_seconds();
+        assert!((0.020..0.030).contains(&seconds), "{seconds} s for a 20 ms run");
+        // A later stop changes nothing: the run ended at the first.
+        std::thread::sleep(Duration::from_millis(5));
+        stop.now();
+        assert_eq!(stop.run_seconds(), seconds);
     }
 
     fn experiment(recording: Recording) -> Experiment {

@@ -188,13 +188,15 @@ fn row(out: &mut String, (label, label_width): (&str, usize), cells: impl Iterat
 }
 
 /// A note when some runs lasted well past the length asked (a quarter
-/// more): with many threads, workers take a while to see the stop, and
-/// the header's length would mislead (ops/s divide by the time run).
+/// more): with many threads on few cores, nothing that could stop the
+/// run got a CPU for a while (neither this process's timer nor a worker
+/// that looks at the clock), and the header's length would mislead
+/// (ops/s divide by the time run).
 fn overran(report: &Report) -> Option<String> {
     let longest = report.points.iter().max_by(|a, b| a.median_run_seconds.total_cmp(&b.median_run_seconds))?;
     (longest.median_run_seconds > 1.25 * report.seconds_per_run).then(|| {
         format!(
-            "(runs lasted up to {} at {}: workers count until they see the stop; ops/s divide by the time they ran)",
+            "(runs lasted up to {} at {}: the stop waited for a CPU; ops/s divide by the time they ran)",
             run_length(longest.median_run_seconds),
             threads(longest.threads)
         )

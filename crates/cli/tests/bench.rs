@@ -122,6 +122,9 @@ fn a_run_is_timed_from_start_to_stop() {
     // One acquisition per operation (and one more that saw the stop).
     let seconds = p["acquisitions"].as_f64().unwrap() / p["ops_per_sec"].as_f64().unwrap();
     assert!((1.0..1.035).contains(&seconds), "a 1 s run lasted {seconds} s by its rate");
+    // The JSON says how long the run lasted, as the rate divides by it.
+    let lasted = p["median_run_seconds"].as_f64().unwrap();
+    assert!((seconds - lasted).abs() < 1e-3, "the median run lasted {lasted} s; its rate says {seconds} s");
 }
 
 #[test]
