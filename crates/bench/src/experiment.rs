@@ -349,6 +349,7 @@ impl Experiment {
         let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
         for repeat in 0..self.repeat {
             for (i, point) in points.iter().enumerate() {
+                crate::interrupt::check()?;
                 progress(&format!(
                     "{} {}{} {}, run {}/{}",
                     self.workload.name(),
@@ -364,6 +365,8 @@ impl Experiment {
                 runs[i].push(run?);
             }
         }
+        // The last run, cut short.
+        crate::interrupt::check()?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let results = points
             .iter()
@@ -462,7 +465,11 @@ impl Experiment {
         let cpu_before = process_cpu_seconds();
         stop.start(self.run);
         gate.open();
-        std::thread::sleep(self.run);
+        // Looking every 20 ms for a stop asked of the whole bench.
+        let until = Instant::now() + self.run;
+        while crate::interrupt::requested().is_none() && Instant::now() < until {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(20)));
+        }
         stop.now();
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
         let mut per_thread = Vec::with_capacity(point.threads);

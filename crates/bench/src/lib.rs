@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod experiment;
+pub mod interrupt;
 #[cfg(test)]
 mod fixtures;
 mod locks;

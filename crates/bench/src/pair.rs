@@ -117,6 +117,7 @@ impl PairExperiment {
             for step in 0..self.locks.len() {
                 let i = (round + step) % self.locks.len();
                 let lock = self.locks[i];
+                crate::interrupt::check()?;
                 progress(&format!("pair {} round {}/{}", lock.name(), round + 1, self.repeat));
                 crate::variants::switch_for(lock)?;
                 runs[i].push(uncontended_pair_ns(lock, pairs[i]));

@@ -5,7 +5,7 @@ use crate::progress::Progress;
 use crate::run::Failure;
 use lockmeter_bench::experiment::{self, Experiment};
 use lockmeter_bench::work::Calibration;
-use lockmeter_bench::{plot, render, LockKind, Recording};
+use lockmeter_bench::{interrupt, plot, render, LockKind, Recording};
 use lockmeter_bench::experiment::Report;
 use lockmeter_bench::pair::PairExperiment;
 use lockmeter_bench::scorecard::Scorecard;
@@ -413,11 +413,48 @@ fn with_progress<R>(
     total_runs: usize,
     run: impl FnOnce(&Calibration, &mut dyn FnMut(&str)) -> Result<R, String>,
 ) -> Result<R, String> {
+    stop_on_interrupt();
     let calibration = Calibration::measure();
     let mut progress = Progress::new(total_runs);
-    let report = run(&calibration, &mut |step| progress.step(step));
+    let mut started: usize = 0;
+    let report = run(&calibration, &mut |step| {
+        started += 1;
+        progress.step(step)
+    });
     progress.finish();
+    if interrupt::requested().is_some() && report.is_err() {
+        // (The run in progress was cut short.)
+        let finished = started.saturating_sub(1);
+        return Err(format!("interrupted after {finished} of {total_runs} runs; nothing written"));
+    }
     report
+}
+
+/// ^C, SIGTERM and SIGHUP end the run in progress at once and start no
+/// other: the workers finish the operation they are in (a `dir --fs`
+/// file made is removed), the progress line is cleared, and lockmeter
+/// exits 128 + the signal. A second one ends the process there and then.
+fn stop_on_interrupt() {
+    extern "C" fn on_interrupt(signal: libc::c_int) {
+        if interrupt::requested().is_some() {
+            // SAFETY: signal and raise are async-signal-safe.
+            unsafe {
+                libc::signal(signal, libc::SIG_DFL);
+                libc::raise(signal);
+            }
+        }
+        interrupt::request(signal);
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a handler that stores an atomic (async-signal-safe), for
+        // signals whose disposition is the default (one ignored, as
+        // under nohup, stays ignored).
+        unsafe {
+            if libc::signal(signal, libc::SIG_IGN) != libc::SIG_IGN {
+                libc::signal(signal, on_interrupt as *const () as libc::sighandler_t);
+            }
+        }
+    }
 }
 
 /// A report in `format`, from its three renderings.

@@ -580,7 +580,12 @@ fn command_main() -> ExitCode {
                 say!("lockmeter: error: {message}");
                 return ExitCode::from(2);
             }
-            bench::run(options)
+            let result = bench::run(options);
+            if let (Some(signal), Err(message)) = (lockmeter_bench::interrupt::requested(), &result) {
+                say!("lockmeter: {message}");
+                return ExitCode::from(128 + signal as u8);
+            }
+            result
         }
         Command::Plot { report, throughput, histogram, threads, locks } => {
             let drawn = bench::plot_saved(&report, throughput.as_deref(), histogram.as_deref(), threads.map(|t| t as usize), locks.as_deref());

@@ -138,6 +138,36 @@ fn sem_and_dir_report_the_contract_without_duty_fields() {
     }
 }
 
+/// ^C (or SIGTERM) ends the run in progress and starts no other: one
+/// line says how far it got, nothing half-written, no file of `--fs` left
+/// behind (each worker finishes the operation it is in), and the exit
+/// status is 128 + the signal. (Killed mid-run, 27-48 of 64 workers'
+/// files stayed in the directory.)
+#[test]
+fn an_interrupted_bench_stops_cleanly() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-interrupt-{}-{signal}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.with_extension("json");
+        let child = lockmeter()
+            .args(["bench", "dir", "--fs", dir.to_str().unwrap(), "--threads", "64", "--seconds", "300ms", "--repeat", "30", "-o"])
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        // SAFETY: signalling the child just spawned.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(128 + signal), "{stderr}");
+        assert!(stderr.starts_with("lockmeter: interrupted after ") && stderr.trim_end().ends_with(" of 30 runs; nothing written"), "{stderr}");
+        assert!(!out.exists(), "no report");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "files left in --fs: {left:?}");
+    }
+}
+
 #[test]
 fn dir_on_a_real_directory_measures_the_kernel() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-dir-{}", std::process::id()));
