@@ -20,6 +20,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-    echo "setup.sh: error: cargo not found; install a stable Rust toolchain (rustup or Debian's cargo)" >&2
+    echo "setup.sh: error: cargo not found; install a stable Rust toolchain, 1.88 or later, with rustup (Debian 12's cargo package is too old)" >&2
+    exit 1
+fi
+# rust-version in Cargo.toml: an older cargo fails with a page of errors.
+if ! cargo --version | awk '{ split($2, v, "."); exit !(v[1] > 1 || (v[1] == 1 && v[2] >= 88)) }'; then
+    echo "setup.sh: error: $(cargo --version) is too old: lockmeter needs Rust 1.88 or later (rustup update stable)" >&2
     exit 1
 fi
