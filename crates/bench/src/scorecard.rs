@@ -82,6 +82,10 @@ const FAIRNESS_THREADS: [usize; 2] = [64, 256];
 /// Thread counts of the tail target.
 const TAIL_THREADS: [usize; 2] = [16, 64];
 
+/// The longest period the scorecard's duty runs use, ns (a run must hold
+/// a hundred of them).
+pub const LONGEST_PERIOD_NS: u64 = 40000;
+
 impl Scorecard {
     fn experiments(&self) -> Vec<Experiment> {
         let ours_and_peers = |extra: &[LockKind]| -> Vec<LockKind> {
@@ -101,7 +105,7 @@ impl Scorecard {
         };
         let mut experiments = vec![
             experiment(Workload::Duty, ours_and_peers(&[]), &contended, &[4000, 20000], &[50], self.run),
-            experiment(Workload::Duty, ours_and_peers(&[]), &contended, &[40000], &[90], self.run),
+            experiment(Workload::Duty, ours_and_peers(&[]), &contended, &[LONGEST_PERIOD_NS], &[90], self.run),
             experiment(Workload::Duty, ours_and_peers(&[]), &self.threads, &[1000, 10000], &[1, 8, 32], self.run),
             experiment(Workload::Sem, ours_and_peers(&[ticket(), variant(Variant::TicketNoBackoff)]), &self.threads, &[], &[], self.run),
             experiment(Workload::Dir { fs: None }, ours_and_peers(&[variant(Variant::AdaptiveNoBail)]), &self.threads, &[], &[], self.run),
@@ -322,9 +326,18 @@ fn pair_checks(pair: &PairReport) -> Vec<Check> {
         // pair (its unlock must learn atomically whether anyone sleeps);
         // cas-floor is those two alone.
         let floor = pair.points.iter().find(|p| p.lock == LockKind::CasFloor.name());
-        // Said only of a lock that sits on the floor itself (within 2%).
+        // Said only of a lock that sits on the floor itself (within 2%
+        // either side), and of a floor the run bears out: a glibc pair,
+        // which pays both instructions, measured under it says the run is
+        // noise, not a limit (a 20 ms smoke run read glibc 5.62 ns and
+        // adaptive 6.20 under a 9.75 ns floor, and called the miss past
+        // the limit).
+        let on_the_floor = |ns: f64, floor: f64| (0.98 * floor..=1.02 * floor).contains(&ns);
         let below_the_floor = floor.filter(|floor| {
-            !meets(r.median) && 0.85 * glibc.ns_per_pair < floor.ns_per_pair && ours.ns_per_pair <= 1.02 * floor.ns_per_pair
+            !meets(r.median)
+                && 0.85 * glibc.ns_per_pair < floor.ns_per_pair
+                && on_the_floor(ours.ns_per_pair, floor.ns_per_pair)
+                && glibc.ns_per_pair >= 0.98 * floor.ns_per_pair
         });
         if let Some(floor) = below_the_floor {
             let _ = write!(measured, "; 0.85x is {:.2} ns, under cas-floor's {:.2} ns", 0.85 * glibc.ns_per_pair, floor.ns_per_pair);
@@ -823,6 +836,12 @@ mod tests {
         assert!(!checks[1].met && !checks[1].past_the_limit, "a floor under the target: {checks:?}");
         let checks = pair_checks(&pair_of(&[("cas-floor", 9.3), ("adaptive", 8.5), ("glibc", 10.6)]));
         assert!(checks[1].met && !checks[1].past_the_limit, "met is met: {checks:?}");
+        // Locks well under the floor say the floor's reading was noise,
+        // not a limit (a smoke run read this and called it one).
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.75), ("adaptive", 6.20), ("glibc", 5.62)]));
+        assert!(!checks[1].met && !checks[1].past_the_limit, "a floor the run contradicts: {checks:?}");
+        let checks = pair_checks(&pair_of(&[("cas-floor", 9.5), ("adaptive", 9.6), ("glibc", 9.0)]));
+        assert!(!checks[1].past_the_limit, "glibc under the floor: {checks:?}");
 
         // Round by round: a median miss that some round met reads no*,
         // with the range of the rounds (it showed neither).

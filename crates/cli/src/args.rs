@@ -50,7 +50,11 @@ pub fn millisecond_or_more(text: &str) -> Result<Duration, String> {
 /// A comma-separated list of whole numbers within `min..=max`.
 fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.len() > 1 && items.iter().any(|s| s.is_empty()) {
+        return Err(format!("'{text}' has an empty item"));
+    }
+    for item in items.into_iter().filter(|s| !s.is_empty()) {
         let n: u64 = item.parse().map_err(|_| format!("'{item}' is not a whole number of {what}"))?;
         if n < min || n > max {
             return Err(format!("{what} must be between {min} and {max}, not {n}"));
@@ -62,6 +66,9 @@ fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, Strin
     if out.is_empty() {
         return Err(format!("no {what} given"));
     }
+    // In order: tables' columns and plots' lines go from the least to the
+    // most (4,1,2 drew lines that doubled back).
+    out.sort_unstable();
     Ok(out)
 }
 
@@ -286,6 +293,10 @@ mod tests {
     #[test]
     fn lists_parse_and_reject_bad_items() {
         assert_eq!(thread_list("1,2, 4,2"), Ok(List(vec![1, 2, 4])));
+        // In order, whatever order given: a plot's lines doubled back.
+        assert_eq!(thread_list("4,1,2"), Ok(List(vec![1, 2, 4])));
+        assert_eq!(period_list("10000,1000"), Ok(List(vec![1000, 10000])));
+        assert!(thread_list("1,,2").unwrap_err().contains("empty item"));
         assert!(thread_list("0").unwrap_err().contains("between 1"));
         assert!(thread_list("two").is_err());
         assert!(thread_list("").is_err());

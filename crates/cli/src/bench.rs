@@ -52,10 +52,10 @@ pub enum Workload {
         #[command(flatten)]
         contended: ContendedArgs,
         /// Periods in ns [default: 1000,10000; --quick: 1000].
-        #[arg(long, value_parser = args::period_list)]
+        #[arg(long, value_parser = args::period_list, allow_hyphen_values = true)]
         period: Option<args::List<u64>>,
         /// Shares of the period inside the lock, in percent [default: 1,8,32; --quick: 8].
-        #[arg(long, value_parser = args::duty_list)]
+        #[arg(long, value_parser = args::duty_list, allow_hyphen_values = true)]
         duty: Option<args::List<u64>>,
         #[command(flatten)]
         run: RunArgs,
@@ -139,7 +139,7 @@ pub enum Workload {
     #[command(mut_arg("repeat", |a| a.help("Runs per point, and the pair's rounds [default: 3, the pair 7; --quick: 1]")))]
     Scorecard {
         /// Thread counts [default: 1,2,4,16,64,256; --quick: 1,2,4,16,64].
-        #[arg(long, value_parser = args::thread_list)]
+        #[arg(long, value_parser = args::thread_list, allow_hyphen_values = true)]
         threads: Option<args::List<usize>>,
         /// Pin worker i to the (i mod n)-th CPU this process may use (for
         /// many-core machines; combine with taskset to choose the CPUs).
@@ -165,7 +165,7 @@ pub struct ContendedArgs {
     #[arg(long, value_parser = args::lock_list)]
     locks: Option<args::List<LockKind>>,
     /// Thread counts [default: 1,2,4,8,16,64,256; --quick: 1,4].
-    #[arg(long, value_parser = args::thread_list)]
+    #[arg(long, value_parser = args::thread_list, allow_hyphen_values = true)]
     threads: Option<args::List<usize>>,
     /// Plot throughput against threads (a panel per period and duty) to
     /// FILE.svg or FILE.png.
@@ -176,7 +176,7 @@ pub struct ContendedArgs {
     #[arg(long, value_name = "FILE")]
     plot_histogram: Option<PathBuf>,
     /// Thread count whose histogram --plot-histogram draws [default: the largest].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096), allow_hyphen_values = true)]
     histogram_threads: Option<u64>,
     /// Pin worker i to the (i mod n)-th CPU this process may use (for
     /// many-core machines; combine with taskset to choose the CPUs).
@@ -187,15 +187,15 @@ pub struct ContendedArgs {
 /// The options every workload takes.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// Length of each run, e.g. 500ms or 2s [default: 500ms; --quick: 20ms].
-    #[arg(long, value_parser = args::positive_duration, allow_hyphen_values = true)]
+    /// Length of each run, e.g. 500ms or 2s, 1ms or more [default: 500ms; --quick: 20ms].
+    #[arg(long, value_parser = args::millisecond_or_more, allow_hyphen_values = true)]
     seconds: Option<Duration>,
     /// Runs per point; medians are over these [default: 3; --quick: 1].
     /// A point's rate is the median run's; its other figures (counts,
     /// waits, per-thread spread) come from that run, or with an even
     /// count (whose median is the mean of the middle two) from the nearer
     /// of the two: pick an odd count.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100), allow_hyphen_values = true)]
     repeat: Option<u64>,
     /// Output format [default: what -o's name ends in, .json or .csv;
     /// else table].
@@ -303,10 +303,32 @@ pub fn validate(o: &Options) -> Result<(), String> {
     // counted whole, so a run must hold many (a 1 s period in a 100 ms run
     // read 998% of the limit).
     let seconds = o.seconds.unwrap_or(if o.quick { QUICK_SECONDS } else { SECONDS });
-    if let Some(&longest) = duty_periods(o).iter().max().filter(|_| o.workload == WorkloadName::Duty) {
-        if Duration::from_nanos(longest) * 100 > seconds {
-            let which = if o.periods.is_some() { "" } else { "the default " };
-            return Err(format!("{which}--period {longest} is longer than a hundredth of the run ({seconds:?}): give a longer --seconds or a shorter period"));
+    let longest_period = match o.workload {
+        WorkloadName::Duty => duty_periods(o).into_iter().max(),
+        WorkloadName::Scorecard => Some(lockmeter_bench::scorecard::LONGEST_PERIOD_NS),
+        _ => None,
+    };
+    if let Some(longest) = longest_period {
+        let shortest_run = Duration::from_nanos(longest) * 100;
+        if shortest_run > seconds {
+            if o.workload == WorkloadName::Scorecard {
+                return Err(format!(
+                    "the scorecard's longest period, {longest} ns, is longer than a hundredth of the run ({seconds:?}): give --seconds {shortest_run:?} or more"
+                ));
+            }
+            // (The default periods, up to 10 µs, fit in the shortest run,
+            // 1 ms.)
+            return Err(format!("--period {longest} is longer than a hundredth of the run ({seconds:?}): give a longer --seconds or a shorter period"));
+        }
+    }
+    // Two outputs to one file: the second replaced the first, silently.
+    let outputs: Vec<(&str, &PathBuf)> = [("-o", &o.output), ("--plot", &o.plot), ("--plot-histogram", &o.plot_histogram)]
+        .into_iter()
+        .filter_map(|(name, path)| path.as_ref().map(|p| (name, p)))
+        .collect();
+    for (i, (name, path)) in outputs.iter().enumerate() {
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| same_file_name(p, path)) {
+            return Err(format!("{other} and {name} both name {}: give each its own file", path.display()));
         }
     }
     if let Some(t) = o.histogram_threads {
@@ -326,6 +348,14 @@ pub fn validate(o: &Options) -> Result<(), String> {
         return Err("--locks does not apply with --fs (the kernel's locks are measured, not ours)".into());
     }
     Ok(())
+}
+
+/// Whether two paths name one file (spelled alike once made absolute).
+fn same_file_name(a: &Path, b: &Path) -> bool {
+    match (std::path::absolute(a), std::path::absolute(b)) {
+        (Ok(a), Ok(b)) => a == b || (a.exists() && std::fs::canonicalize(&a).ok() == std::fs::canonicalize(&b).ok()),
+        _ => a == b,
+    }
 }
 
 pub fn run(o: Options) -> Result<(), String> {

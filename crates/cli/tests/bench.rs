@@ -397,7 +397,15 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "duty", "--locks", "fastest"], "unknown lock 'fastest'"),
         (vec!["bench", "duty", "--threads", "0"], "threads must be between 1"),
         (vec!["bench", "duty", "--seconds", "-1s"], "not a duration"),
-        (vec!["bench", "duty", "--seconds", "0"], "longer than zero"),
+        (vec!["bench", "duty", "--seconds", "0"], "must be 1ms or more"),
+        // A run of a microsecond counted no operation and read "inf".
+        (vec!["bench", "sem", "--seconds", "1us"], "must be 1ms or more"),
+        (vec!["bench", "duty", "--threads", "-1"], "'-1' is not a whole number of threads"),
+        (vec!["bench", "duty", "--threads", "1,,2"], "'1,,2' has an empty item"),
+        (vec!["bench", "duty", "--histogram-threads", "0"], "0 is not in 1..=4096"),
+        // Two outputs to one file: the second replaced the first.
+        (vec!["bench", "sem", "-o", "same.svg", "--plot", "same.svg"], "-o and --plot both name same.svg"),
+        (vec!["bench", "sem", "--plot", "x.svg", "--plot-histogram", "./x.svg"], "--plot and --plot-histogram both name ./x.svg"),
         (vec!["bench", "sem", "--duty", "8"], "unexpected argument '--duty' found (see lockmeter bench sem --help)"),
         (vec!["bench", "tea"], "unrecognized subcommand 'tea' (see lockmeter bench --help)"),
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
@@ -407,7 +415,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
         // A period the run holds few of (a 1 s one in 100 ms read 998%).
         (vec!["bench", "duty", "--period", "1000000", "--seconds", "50ms"], "--period 1000000 is longer than a hundredth of the run (50ms)"),
-        (vec!["bench", "duty", "--seconds", "500us"], "the default --period 10000 is longer than a hundredth of the run (500µs)"),
+        (vec!["bench", "scorecard", "--seconds", "2ms"], "the scorecard's longest period, 40000 ns, is longer than a hundredth of the run (2ms): give --seconds 4ms or more"),
         (vec!["bench", "duty", "--threads", "2", "--plot-histogram", "h.svg", "--histogram-threads", "4"], "not one of the thread counts run (2)"),
         // Against the default counts too, before the run, not after it.
         (vec!["bench", "sem", "--quick", "--plot-histogram", "h.svg", "--histogram-threads", "3"], "not one of the thread counts run (1,4)"),
