@@ -37,8 +37,10 @@ fn register_font() -> Result<(), String> {
         .clone()
 }
 
-/// Colours by series index: distinct, readable on white.
-const PALETTE: [RGBColor; 12] = [
+/// Colours by series index: distinct, readable on white; as many as
+/// `--locks all` and its variants make (with 12, the 13th line took the
+/// first one's colour: adaptive-nobail read as adaptive).
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -51,7 +53,63 @@ const PALETTE: [RGBColor; 12] = [
     RGBColor(23, 190, 207),
     RGBColor(0, 0, 0),
     RGBColor(120, 120, 255),
+    RGBColor(0, 100, 0),
+    RGBColor(128, 0, 0),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 128, 0),
+    RGBColor(0, 128, 128),
+    RGBColor(218, 165, 32),
+    RGBColor(153, 50, 204),
+    RGBColor(255, 99, 71),
 ];
+
+/// Room on the right of a figure for its legend, in pixels.
+const LEGEND_WIDTH: u32 = 190;
+
+/// How lock `i` of a figure's legend is drawn: thick for ours, thin for
+/// the peers.
+fn line_style(i: usize, lock: &str) -> ShapeStyle {
+    ShapeStyle { color: PALETTE[i % PALETTE.len()].to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } }
+}
+
+/// The locks of `points`, in the order they first come: the legend's.
+fn legend_locks<'a>(points: impl IntoIterator<Item = &'a PointResult>) -> Vec<&'a str> {
+    let mut locks: Vec<&str> = Vec::new();
+    for p in points {
+        if !locks.contains(&p.lock.as_str()) {
+            locks.push(&p.lock);
+        }
+    }
+    locks
+}
+
+/// Splits a figure into its panels' area and a legend column on the
+/// right, and draws the legend there: one for every panel, off the data
+/// (drawn in each panel's corner, it hid the points at the largest
+/// thread count).
+fn with_legend_column<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    locks: &[&str],
+) -> Result<DrawingArea<DB, Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let (width, _) = root.dim_in_pixel();
+    let (panels, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+    for (i, lock) in locks.iter().enumerate() {
+        let y = 40 + 22 * i as i32;
+        legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(i, lock)))?;
+        legend.draw(&Text::new(lock.to_string(), (42, y - 8), ("sans-serif", 14)))?;
+    }
+    Ok(panels)
+}
+
+/// Tick labels with as many decimals as a range up to `top` needs
+/// ("140.00" kops/s had two too many).
+fn tick_label(value: f64, top: f64) -> String {
+    match top {
+        t if t >= 50.0 => format!("{value:.0}"),
+        t if t >= 5.0 => format!("{value:.1}"),
+        _ => format!("{value:.2}"),
+    }
+}
 
 /// Ours, variants included (`adaptive-nobail` is drawn as ours: it was
 /// drawn thin, as a peer).
@@ -105,7 +163,7 @@ pub fn throughput(report: &Report, path: &Path) -> Result<(), String> {
     let columns = panels.len().clamp(1, 3);
     let rows = panels.len().div_ceil(columns);
     // At least wide enough for the title over a single panel.
-    let size = ((560 * columns as u32).max(680), 420 * rows as u32 + 40);
+    let size = ((560 * columns as u32).max(680) + LEGEND_WIDTH, 420 * rows as u32 + 40);
     with_backend(
         path,
         size,
@@ -123,7 +181,8 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             ("sans-serif", 22),
         )
         .map_err(err)?;
-    let areas = root.split_evenly((rows, columns));
+    let locks = legend_locks(&report.points);
+    let areas = with_legend_column(&root, &locks).map_err(err)?.split_evenly((rows, columns));
     for ((period, duty, points), area) in panels(report).into_iter().zip(areas) {
         let max_threads = points.iter().map(|p| p.threads).max().unwrap_or(1).max(2) as f64;
         let highest_run = |p: &&PointResult| p.ops_per_sec_runs.iter().copied().fold(p.ops_per_sec, f64::max);
@@ -142,15 +201,9 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
             .y_desc(unit)
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.2}"))
+            .y_label_formatter(&|y| tick_label(*y, max_ops))
             .draw()
             .map_err(err)?;
-        let mut locks: Vec<&str> = Vec::new();
-        for p in &points {
-            if !locks.contains(&p.lock.as_str()) {
-                locks.push(&p.lock);
-            }
-        }
         let lines: Vec<(&str, Vec<(f64, f64)>)> = locks
             .iter()
             .map(|lock| {
@@ -158,7 +211,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
                 (*lock, series.collect())
             })
             .collect();
-        draw_lines(&mut chart, lines, 3).map_err(err)?;
+        draw_lines(&mut chart, lines, 3, &locks).map_err(err)?;
         // Each point's lowest to highest run, in its line's colour: how
         // far apart two lines must be to differ on this machine.
         for (i, lock) in locks.iter().enumerate() {
@@ -197,7 +250,7 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
     let title = format!("Acquisition time at {} (acq time = 2^bin cycles)", crate::render::threads(threads));
     let columns = chosen.len().clamp(1, 2);
     let rows = chosen.len().div_ceil(columns);
-    let size = (900 * columns as u32, 500 * rows as u32 + 40);
+    let size = (900 * columns as u32 + LEGEND_WIDTH, 500 * rows as u32 + 40);
     with_backend(
         path,
         size,
@@ -216,13 +269,15 @@ fn draw_histograms<DB: DrawingBackend>(
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
-    for ((caption, points), area) in panels.iter().zip(root.split_evenly((rows, columns))) {
-        draw_histogram(caption, points, area)?;
+    let locks = legend_locks(panels.iter().flat_map(|(_, points)| points.iter().copied()));
+    let areas = with_legend_column(&root, &locks).map_err(err)?.split_evenly((rows, columns));
+    for ((caption, points), area) in panels.iter().zip(areas) {
+        draw_histogram(caption, points, area, &locks)?;
     }
     root.present().map_err(err)
 }
 
-fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root: DrawingArea<DB, Shift>) -> Result<(), String> {
+fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root: DrawingArea<DB, Shift>, locks: &[&str]) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let lowest = points
         .iter()
@@ -239,54 +294,69 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
         .flat_map(|p| (lowest..highest).map(move |b| share(p, b)))
         .fold(0.0, f64::max)
         .max(1.0)
-        * 1.1;
+        * 1.5;
+    // On a log scale: the tail of waits of a millisecond and more, a
+    // fraction of a per cent and the part that matters, lay flat on the
+    // axis of a linear one. A bin under the floor is left out.
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(35)
-        .y_label_area_size(50)
-        .build_cartesian_2d(lowest as f64..highest as f64, 0f64..top)
+        .y_label_area_size(60)
+        .build_cartesian_2d(lowest as f64..highest as f64, (HISTOGRAM_FLOOR_PCT..top).log_scale())
         .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("bin (acquisition time = 2^bin cycles)")
-        .y_desc("% of timed acquisitions")
+        .y_desc("% of timed acquisitions (log scale)")
         .x_labels((highest - lowest).max(1))
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.0}%"))
+        .y_label_formatter(&|y| percent_on_log_scale(*y))
         .draw()
         .map_err(err)?;
-    let lines: Vec<(&str, Vec<(f64, f64)>)> =
-        points.iter().map(|p| (p.lock.as_str(), (lowest..highest).map(|b| (b as f64, share(p, b))).collect())).collect();
-    draw_lines(&mut chart, lines, 2).map_err(err)
+    // A line through each run of bins with samples; a lone bin, a point.
+    let mut lines: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
+    for p in points {
+        let mut run: Vec<(f64, f64)> = Vec::new();
+        for bin in lowest..=highest {
+            let value = if bin < highest { share(p, bin) } else { 0.0 };
+            if value >= HISTOGRAM_FLOOR_PCT {
+                run.push((bin as f64, value));
+            } else if !run.is_empty() {
+                lines.push((p.lock.as_str(), std::mem::take(&mut run)));
+            }
+        }
+    }
+    draw_lines(&mut chart, lines, 2, locks).map_err(err)
 }
 
-/// Draws one line per lock (thick for ours, thin for the peers) and the
-/// legend.
+/// A log scale's tick, in per cent: 0.001%, 0.01%, ... 10%, with the
+/// decimals its size needs.
+fn percent_on_log_scale(value: f64) -> String {
+    let decimals = if value >= 1.0 { 0 } else { (-value.log10()).ceil() as usize };
+    format!("{value:.decimals$}%")
+}
+
+/// The lowest share the histogram's log scale shows, in per cent.
+const HISTOGRAM_FLOOR_PCT: f64 = 0.001;
+
+/// Draws each line in its lock's style (see [`line_style`]), the lock's
+/// place in `legend` choosing its colour.
 fn draw_lines<'a, DB: DrawingBackend + 'a, X, Y>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     lines: Vec<(&str, Vec<(f64, f64)>)>,
     point_size: u32,
+    legend: &[&str],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
-    for (i, (lock, series)) in lines.into_iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let style = ShapeStyle { color: colour.to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } };
-        chart
-            .draw_series(LineSeries::new(series, style).point_size(point_size))?
-            .label(lock)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    for (lock, series) in lines {
+        let i = legend.iter().position(|l| *l == lock).unwrap_or(0);
+        chart.draw_series(LineSeries::new(series, line_style(i, lock)).point_size(point_size))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 12))
-        .draw()
+    Ok(())
 }
 
 /// One variant's ratio to a baseline: its median and the range of its
@@ -405,6 +475,33 @@ mod tests {
         let slow = report(vec![point("adaptive", 1, 20_000.0), point("std", 1, 15_000.0), point("adaptive", 2, 21_000.0), point("std", 2, 14_000.0)]);
         let svg = drawn("slow", |path| throughput(&slow, path)).unwrap();
         assert!(svg.contains("kops/s") && !svg.contains("Mops/s"), "the unit of a 20,000 ops/s panel");
+    }
+
+    /// Every lock of `--locks all` and its variants gets a colour of its
+    /// own (the 13th took the first's: adaptive-nobail drawn as
+    /// adaptive), and the legend sits beside the panels, right of every
+    /// point.
+    #[test]
+    fn every_lock_has_its_own_colour_and_the_legend_is_off_the_data() {
+        let locks = [
+            "adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin", "glibc", "glibc-adaptive", "glibc-pi", "std",
+            "parking_lot", "adaptive-nobail", "ticket-nobackoff",
+        ];
+        let points = locks.iter().enumerate().flat_map(|(i, lock)| [point(lock, 2, 10.0 + i as f64), point(lock, 64, 20.0 + i as f64)]).collect();
+        let svg = drawn("colours", |path| throughput(&report(points), path)).unwrap();
+        let colours: std::collections::HashSet<&str> =
+            svg.split("stroke=\"").skip(1).filter_map(|rest| rest.split('"').next()).filter(|c| c.starts_with('#')).collect();
+        // The locks' colours, and the axes' black (one of the locks').
+        assert!(colours.len() >= locks.len(), "{} colours for {} locks: {colours:?}", colours.len(), locks.len());
+        let width: f64 = svg.split("width=\"").nth(1).and_then(|w| w.split('"').next()).and_then(|w| w.parse().ok()).unwrap();
+        let label_x = |text: &str| -> f64 {
+            let at = svg.find(&format!(">\n{text}\n</text>")).unwrap_or_else(|| panic!("{text} in the legend"));
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            tag.split(" x=\"").nth(1).and_then(|x| x.split('"').next()).and_then(|x| x.parse().ok()).unwrap()
+        };
+        for lock in ["adaptive", "ticket-nobackoff"] {
+            assert!(label_x(lock) > width - f64::from(LEGEND_WIDTH), "{lock}'s label in the legend column");
+        }
     }
 
     /// Every panel gets its histogram; a report with no timed acquisition
