@@ -55,9 +55,9 @@ fn line(done: usize, total: usize, elapsed: Duration, what: &str, columns: usize
     line.chars().take(columns.saturating_sub(1).max(width + 2)).collect()
 }
 
-/// "45s", "3m05s", "1h02m".
+/// "45s", "3m05s", "1h02m" (rounded up: "0s left" read as done).
 fn short_duration(d: Duration) -> String {
-    let s = d.as_secs();
+    let s = d.as_secs_f64().ceil() as u64;
     match s {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
@@ -89,5 +89,6 @@ mod tests {
         assert!(later.contains(" 4/20 ~2m50s left scorecard:"), "{later}");
         assert!(later.ends_with("than fit"), "the whole step when it fits: {later}");
         assert_eq!(short_duration(Duration::from_secs(3725)), "1h02m");
+        assert_eq!(short_duration(Duration::from_millis(300)), "1s");
     }
 }
