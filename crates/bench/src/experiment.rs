@@ -101,8 +101,9 @@ impl Machine {
     /// words of every table, since figures mean little without them.
     pub fn summary(&self) -> String {
         format!(
-            "{} cores, {}, kernel {}{}",
+            "{} core{}, {}, kernel {}{}",
             self.cores,
+            if self.cores == 1 { "" } else { "s" },
             self.cpu_model,
             self.kernel,
             if self.hypervisor { ", under a hypervisor" } else { "" }
@@ -128,6 +129,88 @@ impl Machine {
             cycles_per_ns: clock::cycles_per_ns(),
         }
     }
+}
+
+/// How a run was made: enough to make it again, and to judge its noise.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Provenance {
+    /// lockmeter's version.
+    pub lockmeter_version: String,
+    /// The command line that made the run.
+    pub command_line: Vec<String>,
+    /// When the run started, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    /// Whether the workers were pinned to CPUs (`--pin`).
+    pub pinned: bool,
+    /// The share of the CPUs' time a hypervisor gave to other guests
+    /// during the run (the kernel's steal time), in per cent: time the
+    /// workers were runnable and no CPU ran them, which no lock can help.
+    /// Null where the kernel does not say.
+    pub steal_pct: Option<f64>,
+}
+
+/// A run under way, for its [`Provenance`].
+pub struct ProvenanceStart {
+    started_unix_s: u64,
+    cpu: Option<CpuTicks>,
+}
+
+impl Provenance {
+    /// Notes the start of a run.
+    pub fn start() -> ProvenanceStart {
+        let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        ProvenanceStart { started_unix_s, cpu: CpuTicks::read() }
+    }
+}
+
+impl ProvenanceStart {
+    /// The provenance of the run now ending.
+    pub fn finish(&self, pinned: bool) -> Provenance {
+        let steal_pct = match (&self.cpu, CpuTicks::read()) {
+            (Some(before), Some(after)) if after.total > before.total => {
+                Some(100.0 * after.steal.saturating_sub(before.steal) as f64 / (after.total - before.total) as f64)
+            }
+            _ => None,
+        };
+        Provenance {
+            lockmeter_version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: std::env::args().collect(),
+            started_unix_s: self.started_unix_s,
+            pinned,
+            steal_pct,
+        }
+    }
+}
+
+/// The whole machine's CPU time so far, in ticks, from /proc/stat's first
+/// line: all of it, and the part stolen.
+struct CpuTicks {
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTicks {
+    fn read() -> Option<CpuTicks> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        Self::parse(stat.lines().next()?)
+    }
+
+    /// "cpu  user nice system idle iowait irq softirq steal guest
+    /// guest_nice" (guest time is counted in user time already).
+    fn parse(line: &str) -> Option<CpuTicks> {
+        let fields: Vec<u64> = line.strip_prefix("cpu ")?.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        let steal = *fields.get(7)?;
+        Some(CpuTicks { total: fields.iter().take(8).sum(), steal })
+    }
+}
+
+/// A note for a table's header when a hypervisor took more than 1% of
+/// the CPUs' time during the run: its figures are the noisier for it.
+pub fn steal_note(provenance: &Provenance) -> Option<String> {
+    provenance
+        .steal_pct
+        .filter(|&steal| steal > 1.0)
+        .map(|steal| format!("(the hypervisor gave {steal:.1}% of the CPUs' time to other guests during the run: figures are the noisier for it)"))
 }
 
 /// Wait-time summary of a point (sampled acquisitions of its median run).
@@ -278,6 +361,9 @@ pub struct Report {
     pub repeat: usize,
     /// One entry per point.
     pub points: Vec<PointResult>,
+    /// How the run was made.
+    #[serde(default)]
+    pub provenance: Provenance,
 }
 
 /// Spins on a running owner, by who decided them.
@@ -344,6 +430,7 @@ impl Experiment {
     /// Runs every point `repeat` times, interleaved (every point runs once
     /// before any runs twice); `progress` is called before each run.
     pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {
+        let provenance = Provenance::start();
         let points = self.points();
         crate::variants::prepare(points.iter().map(|p| p.lock))?;
         let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
@@ -379,6 +466,7 @@ impl Experiment {
             seconds_per_run: self.run.as_secs_f64(),
             repeat: self.repeat,
             points: results,
+            provenance: provenance.finish(self.pin),
         })
     }
 
@@ -1020,6 +1108,20 @@ mod tests {
             spinning.on_cpu_ns,
             asleep.on_cpu_ns
         );
+    }
+
+    /// Steal is the eighth field of /proc/stat's first line, out of the
+    /// first eight (guest time is in user time already); a run the
+    /// hypervisor took more than 1% of says so in its table's header.
+    #[test]
+    fn steal_time_is_read_and_noted_past_one_per_cent() {
+        let ticks = CpuTicks::parse("cpu  100 0 50 800 10 0 5 35 20 0").unwrap();
+        assert_eq!((ticks.total, ticks.steal), (1000, 35));
+        assert!(CpuTicks::parse("intr 1 2 3").is_none());
+        let with = |steal| Provenance { steal_pct: steal, ..Default::default() };
+        assert!(steal_note(&with(Some(3.5))).unwrap().contains("3.5% of the CPUs' time"));
+        assert!(steal_note(&with(Some(0.4))).is_none() && steal_note(&with(None)).is_none());
+        assert!(CpuTicks::read().is_some(), "this kernel's /proc/stat");
     }
 
     /// A worker that sees the deadline pass stops the run then, and the

@@ -37,5 +37,6 @@ pub fn report(points: Vec<PointResult>) -> Report {
         seconds_per_run: 0.5,
         repeat: 1,
         points,
+        provenance: Default::default(),
     }
 }

@@ -9,7 +9,7 @@
 //! B C A, ...), and the figure is the median over rounds, so a slow spell
 //! hits every lock alike and no lock always runs first.
 
-use crate::experiment::Machine;
+use crate::experiment::{Machine, Provenance};
 use crate::locks::LockKind;
 use crate::work::Calibration;
 use crate::workloads::{median, uncontended_pair_ns};
@@ -67,6 +67,9 @@ pub struct PairReport {
     pub repeat: usize,
     /// One entry per lock, in the order asked.
     pub points: Vec<PairPoint>,
+    /// How the run was made.
+    #[serde(default)]
+    pub provenance: Provenance,
 }
 
 impl PairExperiment {
@@ -79,6 +82,7 @@ impl PairExperiment {
     /// is called before each run.
     pub fn run(&self, calibration: &Calibration, progress: impl FnMut(&str)) -> Result<PairReport, String> {
         crate::variants::prepare(self.locks.iter().copied())?;
+        let provenance = Provenance::start();
         let measured = self.measure(progress);
         crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults, whatever happened
         let (runs, pairs) = measured?;
@@ -100,6 +104,7 @@ impl PairExperiment {
             seconds_per_run: self.run.as_secs_f64(),
             repeat: self.repeat,
             points,
+            provenance: provenance.finish(false),
         })
     }
 
@@ -145,11 +150,15 @@ impl PairReport {
     /// its ratio to the fastest peer and to glibc's mutex.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{}; {} round(s) of ~{:.0} ms per lock, order rotating, medians\n\n",
+            "{}; {} round(s) of ~{:.0} ms per lock, order rotating, medians\n",
             self.machine.summary(),
             self.repeat,
             self.seconds_per_run * 1e3
         );
+        if let Some(note) = crate::experiment::steal_note(&self.provenance) {
+            let _ = writeln!(out, "{note}");
+        }
+        out.push('\n');
         let fastest = self.fastest_peer();
         let glibc = self.glibc();
         out += "pair: ns per uncontended lock+unlock (ratios of ns: below 1.00x is faster)\n";

@@ -536,9 +536,16 @@ impl ScorecardReport {
     /// The table for people: a row per target, and the count met.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{}; `adaptive` against the best peer (glibc, glibc-adaptive, glibc-pi, std, parking_lot)\n\n",
+            "{}; `adaptive` against the best peer (glibc, glibc-adaptive, glibc-pi, std, parking_lot)\n",
             self.machine.summary()
         );
+        // The experiment the hypervisor took the most from.
+        let provenances = self.reports.iter().map(|r| &r.provenance).chain([&self.pair.provenance]);
+        let most_stolen = provenances.max_by(|a, b| a.steal_pct.unwrap_or(0.0).total_cmp(&b.steal_pct.unwrap_or(0.0)));
+        if let Some(note) = most_stolen.and_then(crate::experiment::steal_note) {
+            let _ = writeln!(out, "{note}");
+        }
+        out.push('\n');
         let width = self.checks.iter().map(|c| c.target.len()).max().unwrap_or(0) + 2;
         let _ = writeln!(out, "{:<width$}{:<5}measured", "target", "met");
         for check in &self.checks {
@@ -824,7 +831,7 @@ mod tests {
                 .iter()
                 .map(|&(lock, ns)| PairPoint { lock: lock.into(), ns_per_pair: ns, ns_per_pair_runs: vec![ns], pairs: 1 })
                 .collect();
-            PairReport { machine, workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points }
+            PairReport { machine, workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points, provenance: Default::default() }
         };
         let checks = pair_checks(&pair_of(&[("cas-floor", 9.5), ("adaptive", 9.6), ("glibc", 10.6)]));
         assert!(!checks[1].met && checks[1].past_the_limit, "{checks:?}");
@@ -879,7 +886,14 @@ mod tests {
     #[test]
     fn the_table_and_csv_give_every_check_and_the_count_met() {
         let machine = Machine::describe(&Calibration { iterations_per_ns: 1.0 });
-        let pair = PairReport { machine: machine.clone(), workload: "pair".into(), seconds_per_run: 0.1, repeat: 1, points: vec![] };
+        let pair = PairReport {
+            machine: machine.clone(),
+            workload: "pair".into(),
+            seconds_per_run: 0.1,
+            repeat: 1,
+            points: vec![],
+            provenance: Default::default(),
+        };
         let checks = vec![
             Check {
                 target: "sem: >= 0.97x the best peer at every count".into(),

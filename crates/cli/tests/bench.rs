@@ -135,6 +135,14 @@ fn a_run_is_timed_from_start_to_stop() {
     // One acquisition per operation (and one more that saw the stop).
     let seconds = p["acquisitions"].as_f64().unwrap() / p["ops_per_sec"].as_f64().unwrap();
     assert!((1.0..1.035).contains(&seconds), "a 1 s run lasted {seconds} s by its rate");
+    // How it was made: the command line, version and start, and the
+    // hypervisor's share of the CPUs meanwhile.
+    let provenance = &report["provenance"];
+    assert_eq!(provenance["command_line"][1], "bench");
+    assert!(provenance["command_line"].as_array().unwrap().iter().any(|a| a == "--seconds"), "{provenance}");
+    assert_eq!(provenance["lockmeter_version"], env!("CARGO_PKG_VERSION"));
+    assert!(provenance["started_unix_s"].as_u64().unwrap() > 1_700_000_000, "{provenance}");
+    assert!(provenance["steal_pct"].as_f64().is_some_and(|s| (0.0..=100.0).contains(&s)), "{provenance}");
     // The JSON says how long the run lasted, as the rate divides by it.
     let lasted = p["median_run_seconds"].as_f64().unwrap();
     assert!((seconds - lasted).abs() < 1e-3, "the median run lasted {lasted} s; its rate says {seconds} s");
