@@ -42,7 +42,9 @@ pub enum Workload {
     /// min(min(threads, cores) / P, 1 / (P x D%)) operations a ns.
     /// Short sections (P=1000, D=1-32) are where a lock's own cost shows;
     /// sections of microseconds (P=4000-40000, D=50-90) are seed 002's
-    /// case for spinning while the owner runs.
+    /// case for spinning while the owner runs. With the defaults (12
+    /// locks, 7 thread counts, 6 panels, 3 runs of 0.5 s each) a run takes
+    /// about 13 minutes: narrow --locks, --threads, --period or --duty.
     ///
     /// Examples:
     ///   lockmeter bench duty --locks adaptive,peers --threads 2,16 --period 20000 --duty 50
@@ -137,8 +139,9 @@ pub enum Workload {
     #[command(verbatim_doc_comment)]
     #[command(mut_arg("seconds", |a| a.help("Length of the workloads' runs [default: 500ms; --quick: 20ms]; the fairness runs last 3 s, the pair's at most 100 ms")))]
     #[command(mut_arg("repeat", |a| a.help("Runs per point, and the pair's rounds [default: 3, the pair 7; --quick: 1]")))]
+    #[command(mut_arg("quick", |a| a.help("A smoke run, about 10 s: one round of short runs at fewer points; checks the output, measures nothing worth quoting")))]
     Scorecard {
-        /// Thread counts [default: 1,2,4,16,64,256; --quick: 1,2,4,16,64].
+        /// Thread counts, 1 to 4096 [default: 1,2,4,16,64,256; --quick: 1,2,4,16,64].
         #[arg(long, value_parser = args::thread_list, allow_hyphen_values = true)]
         threads: Option<args::List<usize>>,
         /// Pin worker i to the (i mod n)-th CPU this process may use (for
@@ -164,10 +167,10 @@ pub struct ContendedArgs {
     /// ticket-nobackoff (no proportional backoff, seed 003).
     #[arg(long, value_parser = args::lock_list)]
     locks: Option<args::List<LockKind>>,
-    /// Thread counts [default: 1,2,4,8,16,64,256; --quick: 1,4].
+    /// Thread counts, 1 to 4096 [default: 1,2,4,8,16,64,256; --quick: 1,4].
     #[arg(long, value_parser = args::thread_list, allow_hyphen_values = true)]
     threads: Option<args::List<usize>>,
-    /// Plot throughput against threads (a panel per period and duty) to
+    /// Plot throughput against threads (for duty, a panel per period and duty) to
     /// FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
@@ -204,9 +207,13 @@ pub struct RunArgs {
     /// Write the output to FILE (atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
-    /// A smoke run, under a second (the scorecard: about 10 s): one round
-    /// of short runs at fewer points; checks the output, measures nothing
-    /// worth quoting.
+    /// Also save the whole report as JSON to FILE (atomically), whatever
+    /// --format prints: one run for people to read and programs (and
+    /// `lockmeter plot`) to load.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// A smoke run, under a second: one round of short runs at fewer
+    /// points; checks the output, measures nothing worth quoting.
     #[arg(long)]
     quick: bool,
 }
@@ -248,6 +255,7 @@ impl Options {
             // A table written to x.json could not be read back by `plot`.
             format: run.format.or_else(|| run.output.as_deref().and_then(Format::of_file_name)).unwrap_or(Format::Table),
             output: run.output,
+            save: run.save,
             plot: contended.plot,
             plot_histogram: contended.plot_histogram,
             histogram_threads: contended.histogram_threads.map(|t| t as usize),
@@ -269,6 +277,7 @@ pub struct Options {
     pub duties: Option<Vec<u64>>,
     pub format: Format,
     pub output: Option<PathBuf>,
+    pub save: Option<PathBuf>,
     pub plot: Option<PathBuf>,
     pub plot_histogram: Option<PathBuf>,
     pub histogram_threads: Option<usize>,
@@ -288,7 +297,7 @@ pub fn validate(o: &Options) -> Result<(), String> {
     for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
         check_plot_path(path)?;
     }
-    if let Some(output) = &o.output {
+    for output in [&o.output, &o.save].into_iter().flatten() {
         // Writable as a file, not only in an existing directory: a
         // directory named as the file, or one that takes no file, was
         // found after the run, which then went to stdout.
@@ -322,7 +331,7 @@ pub fn validate(o: &Options) -> Result<(), String> {
         }
     }
     // Two outputs to one file: the second replaced the first, silently.
-    let outputs: Vec<(&str, &PathBuf)> = [("-o", &o.output), ("--plot", &o.plot), ("--plot-histogram", &o.plot_histogram)]
+    let outputs: Vec<(&str, &PathBuf)> = [("-o", &o.output), ("--save", &o.save), ("--plot", &o.plot), ("--plot-histogram", &o.plot_histogram)]
         .into_iter()
         .filter_map(|(name, path)| path.as_ref().map(|p| (name, p)))
         .collect();
@@ -381,6 +390,7 @@ pub fn run(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
     let text = render_as(
         o.format,
         || render::table(&report),
@@ -414,6 +424,7 @@ fn run_pair(o: Options) -> Result<(), String> {
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
     };
     let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
     let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
     emit(&text, o.output.as_deref())
 }
@@ -429,6 +440,7 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
+    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
     let table = || {
         let smoke = if o.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
         format!("{smoke}{}", report.table())
@@ -499,6 +511,16 @@ fn render_as(
         Format::Csv => csv(),
         Format::Json => json().map_err(|e| e.to_string())? + "\n",
     })
+}
+
+/// Writes `report` as JSON to `path`, if one is given (before the output:
+/// a stdout that refuses the table loses nothing saved).
+fn save(json: impl FnOnce() -> serde_json::Result<String>, path: Option<&Path>) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let json = json().map_err(|e| e.to_string())? + "\n";
+    write_atomically(path, json.as_bytes())?;
+    say!("lockmeter: saved {}", path.display());
+    Ok(())
 }
 
 /// Writes `text` to `output` (atomically), or to stdout.

@@ -189,6 +189,28 @@ fn an_interrupted_bench_stops_cleanly() {
     }
 }
 
+/// One run gives the table to read and the JSON to keep (a 13-minute
+/// scorecard had to run twice for both), the JSON the same report the
+/// table shows, and one `plot` loads.
+#[test]
+fn save_keeps_the_json_beside_the_table() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-save-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for workload in ["sem", "pair"] {
+        let saved = dir.join(format!("{workload}.json"));
+        let out = lockmeter().args(["bench", workload, "--quick", "--locks", "adaptive,glibc", "--save"]).arg(&saved).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let table = String::from_utf8(out.stdout).unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).expect("JSON saved");
+        assert_eq!(report["workload"], workload);
+        let adaptive = report["points"].as_array().unwrap().iter().find(|p| p["lock"] == "adaptive").expect("adaptive saved");
+        let figure = if workload == "pair" { format!("{:.2}", adaptive["ns_per_pair"].as_f64().unwrap()) } else { String::from("adaptive") };
+        assert!(table.lines().any(|l| l.starts_with("adaptive") && l.contains(&figure)), "the table of the same run: {table}");
+    }
+    let plotted = lockmeter().arg("plot").arg(dir.join("sem.json")).arg("--throughput").arg(dir.join("sem.svg")).output().unwrap();
+    assert!(plotted.status.success(), "{}", String::from_utf8_lossy(&plotted.stderr));
+}
+
 #[test]
 fn dir_on_a_real_directory_measures_the_kernel() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-dir-{}", std::process::id()));
@@ -414,6 +436,7 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         // Two outputs to one file: the second replaced the first.
         (vec!["bench", "sem", "-o", "same.svg", "--plot", "same.svg"], "-o and --plot both name same.svg"),
         (vec!["bench", "sem", "--plot", "x.svg", "--plot-histogram", "./x.svg"], "--plot and --plot-histogram both name ./x.svg"),
+        (vec!["bench", "pair", "-o", "r.json", "--save", "r.json"], "-o and --save both name r.json"),
         (vec!["bench", "sem", "--duty", "8"], "unexpected argument '--duty' found (see lockmeter bench sem --help)"),
         (vec!["bench", "tea"], "unrecognized subcommand 'tea' (see lockmeter bench --help)"),
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
