@@ -121,6 +121,21 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
     Ok(List(out))
 }
 
+/// Whether lockmeter was started with its stdout closed (`>&-`). The
+/// Rust runtime opens /dev/null, read-write, on a standard descriptor
+/// found closed at start, and every write then succeeds into nothing
+/// (`report p.json >&-` exited 0, its table lost); a redirection to
+/// /dev/null opens it write-only.
+pub fn stdout_was_closed() -> bool {
+    // SAFETY: a zeroed stat is valid storage for fstat to fill; fstat and
+    // fcntl read descriptor 1's state.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        let null_device = libc::fstat(1, &mut stat) == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFCHR && stat.st_rdev == libc::makedev(1, 3);
+        null_device && libc::fcntl(1, libc::F_GETFL) & libc::O_ACCMODE == libc::O_RDWR
+    }
+}
+
 /// Where an output named by the user goes.
 pub enum Destination {
     /// A regular file (to be), written through a temporary file and a

@@ -297,6 +297,10 @@ pub fn validate(o: &Options) -> Result<(), String> {
     for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
         check_plot_path(path)?;
     }
+    if o.output.is_none() && args::stdout_was_closed() {
+        // Before the run, not after it.
+        return Err("stdout is closed: give -o FILE for the report".into());
+    }
     for output in [&o.output, &o.save].into_iter().flatten() {
         // Writable as a file, not only in an existing directory: a
         // directory named as the file, or one that takes no file, was

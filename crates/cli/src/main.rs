@@ -37,7 +37,9 @@ macro_rules! out {
 fn write_stdout(text: std::fmt::Arguments) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+    let closed = || std::io::Error::from_raw_os_error(libc::EBADF);
+    let written = if args::stdout_was_closed() { Err(closed()) } else { stdout.write_fmt(text).and_then(|()| stdout.flush()) };
+    if let Err(e) = written {
         say!("lockmeter: error: writing to stdout: {}", lockmeter_stats::profile::io_reason(&e));
         // (resume_unwind: no panic message.)
         std::panic::resume_unwind(Box::new(StdoutFailed));

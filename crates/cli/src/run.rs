@@ -155,6 +155,7 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
     }
     match output {
         Some(path) => write_atomically(path, &bytes).map_err(Failure::runtime),
+        None if crate::args::stdout_was_closed() => Err(Failure::runtime("writing the report: stdout is closed (give -o FILE)")),
         None => {
             use std::io::Write as _;
             std::io::stdout().write_all(&bytes).map_err(|e| Failure::runtime(format!("writing the report: {e}")))

@@ -41,6 +41,37 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     }
 }
 
+/// A stdout closed at start (`>&-`) is an error, not a silent success:
+/// the runtime reopens it on /dev/null, and every result went there with
+/// exit 0. A bench says so before its run; a redirection to /dev/null
+/// is the user's choice and stands.
+#[test]
+fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
+    use std::os::unix::process::CommandExt;
+    let closed = |args: &[&str]| {
+        let mut command = lockmeter();
+        command.args(args);
+        // SAFETY: close is async-signal-safe; the child's own stdout.
+        unsafe {
+            command.pre_exec(|| {
+                libc::close(1);
+                Ok(())
+            })
+        };
+        command.output().unwrap()
+    };
+    let out = closed(&["algorithms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("lockmeter: error: writing to stdout: Bad file descriptor"), "{err}");
+    let out = closed(&["bench", "pair", "--quick"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end(), "lockmeter: error: stdout is closed: give -o FILE for the report", "before the run");
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+    assert!(lockmeter().arg("algorithms").stdout(null).status().unwrap().success());
+}
+
 #[test]
 fn bad_input_is_one_line_and_non_zero() {
     let out = lockmeter().args(["demo", "--run", "soon"]).output().unwrap();
