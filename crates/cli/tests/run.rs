@@ -1112,6 +1112,21 @@ fn a_signal_during_the_exit_profiles_write_waits_for_it() {
     assert_eq!(lock(&profile, "own_malloc_lock").counters.acquisitions, 1000);
 }
 
+/// A lock call inlined from a system header (C++'s std::lock_guard, down
+/// through std::mutex::lock and glibc's gthread wrapper) is placed at the
+/// program's own line that led to it: every C++ site read
+/// `gthr-default.h:749`.
+#[test]
+fn a_site_inlined_from_a_system_header_is_placed_at_the_programs_line() {
+    let file = scratch("inline_site").join("profile.json");
+    let program = compile_at("inline_site", "-O2");
+    let (status, stderr) = run_to_json(&file, &[program.as_os_str()], "inline_site");
+    assert!(status.success(), "{stderr}");
+    let profile = Profile::load(&file).unwrap_or_else(|e| panic!("{e}; {stderr}"));
+    let sites: Vec<(Option<&str>, Option<u32>)> = lock(&profile, "inline_lock").sites.iter().map(|s| (s.file.as_deref(), s.line)).collect();
+    assert!(!sites.is_empty() && sites.iter().all(|&(file, line)| file.is_some_and(|f| f.ends_with("inline_site.c")) && line == Some(18)), "{sites:?}");
+}
+
 /// A program killed inside its allocator while the periodic dump waits
 /// for that allocator's lock, which it will never get: the final write
 /// goes on beside the stuck dump, and the dump's older profile never

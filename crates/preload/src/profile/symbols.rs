@@ -205,14 +205,40 @@ impl Symbolizer {
         let lines = module.lines.get_or_init(|| addr2line::Loader::new(&module.path).ok());
         // The return address is the instruction after the call: look up
         // the byte before it, which is the call.
-        let location = lines.as_ref().and_then(|l| l.find_location(svma.saturating_sub(1)).ok().flatten());
-        CodeSite {
-            name,
-            object,
-            file: location.as_ref().and_then(|l| l.file.map(str::to_string)),
-            line: location.and_then(|l| l.line),
+        let location = lines.as_ref().and_then(|l| program_location(l, svma.saturating_sub(1)));
+        CodeSite { name, object, file: location.as_ref().map(|(file, _)| file.clone()), line: location.and_then(|(_, line)| line) }
+    }
+}
+
+/// The program's own source line of the call at `address`: through the
+/// functions inlined there, innermost first, the first not from a system
+/// or toolchain header. A C++ `std::lock_guard` inlines std::mutex::lock
+/// and glibc's gthread wrapper down to the call: every site of a program
+/// read `gthr-default.h:749`, not its own line. A call in no such chain
+/// keeps its innermost line.
+fn program_location(lines: &addr2line::Loader, address: u64) -> Option<(String, Option<u32>)> {
+    let mut innermost = None;
+    if let Ok(mut frames) = lines.find_frames(address) {
+        while let Ok(Some(frame)) = frames.next() {
+            let Some(location) = frame.location else { continue };
+            let Some(file) = location.file else { continue };
+            if !is_system_source(file) {
+                return Some((file.to_string(), location.line));
+            }
+            innermost.get_or_insert((file.to_string(), location.line));
         }
     }
+    innermost.or_else(|| {
+        let location = lines.find_location(address).ok().flatten()?;
+        Some((location.file?.to_string(), location.line))
+    })
+}
+
+/// Whether `file` is a system or toolchain header (C and C++ library
+/// headers, GCC's and LLVM's, Rust's standard library), not the
+/// program's own source.
+fn is_system_source(file: &str) -> bool {
+    ["/usr/include/", "/usr/local/include/", "/usr/lib/gcc/", "/usr/lib/llvm", "/rustc/"].iter().any(|dir| file.starts_with(dir))
 }
 
 #[cfg(test)]
