@@ -43,13 +43,45 @@ fn columns(c: &Counters, duration_ns: u64, util: bool) -> Columns {
 }
 
 fn site_label(site: &SiteProfile) -> String {
+    let name = without_template_arguments(&site.site);
     match (&site.file, site.line) {
         (Some(file), Some(line)) => {
             let short = file.rsplit('/').next().unwrap_or(file);
-            format!("{} ({short}:{line})", site.site)
+            format!("{name} ({short}:{line})")
         }
-        _ => site.site.clone(),
+        _ => name,
     }
+}
+
+/// A C++ name with its template arguments cut to `<…>`, for the table
+/// (JSON and the other formats keep the whole name): a lambda run by
+/// std::thread read `std::thread::_State_impl<std::thread::_Invoker<
+/// std::tuple<main::{lambda()#2}> > >::_M_run()+0x20` on every row.
+/// `operator<`, `operator<<`, `operator->` and the like are names, not
+/// brackets.
+fn without_template_arguments(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' if depth == 0 && (out.ends_with("operator") || out.ends_with("operator<")) => out.push(c),
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<\u{2026}");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    out.push('>');
+                }
+            }
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Renders the table (the default output of `lockmeter run`).
@@ -254,6 +286,16 @@ fn render_health(out: &mut String, profile: &Profile) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn template_arguments_are_cut_and_operators_kept() {
+        let run = "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#2}> > >::_M_run()+0x20";
+        assert_eq!(without_template_arguments(run), "std::thread::_State_impl<\u{2026}>::_M_run()+0x20");
+        assert_eq!(without_template_arguments("worker+0x86"), "worker+0x86");
+        assert_eq!(without_template_arguments("Cache<int>::operator<(Cache<int> const&)+0x4"), "Cache<\u{2026}>::operator<(Cache<\u{2026}> const&)+0x4");
+        assert_eq!(without_template_arguments("Log::operator<<(char const*)+0x9"), "Log::operator<<(char const*)+0x9");
+        assert_eq!(without_template_arguments("Ptr<T>::operator->()+0x1"), "Ptr<\u{2026}>::operator->()+0x1");
+    }
 
     #[test]
     fn histogram_titles_alike_when_cut_carry_their_mean_wait() {
