@@ -604,6 +604,50 @@ pub fn plot_saved(
     draw_plots(&report, throughput, histogram, threads).map_err(Failure::runtime)
 }
 
+/// Whether `path` holds a saved bench report (`--save`, `--format json`)
+/// rather than a profile: a JSON object with a machine and points (or a
+/// scorecard's checks), and no profile's `format`.
+pub fn is_saved_report(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    value.get("format").is_none() && value.get("machine").is_some() && (value.get("points").is_some() || value.get("checks").is_some())
+}
+
+/// `lockmeter report` of a saved bench report: its table, CSV or JSON
+/// again, as the run printed it (a saved report read 'not a valid
+/// lockmeter profile').
+pub fn report_saved(path: &Path, format: crate::run::Format, output: Option<&Path>) -> Result<(), Failure> {
+    use crate::run::Format as Rendered;
+    let format = match format {
+        Rendered::Table => Format::Table,
+        Rendered::Csv => Format::Csv,
+        Rendered::Json => Format::Json,
+        other => {
+            let name = format!("{other:?}").to_lowercase();
+            return Err(Failure::usage(format!("{}: a bench report renders as table, csv or json, not {name}", path.display())));
+        }
+    };
+    if let Some(output) = output {
+        check_writable(output).map_err(Failure::usage)?;
+    }
+    let unreadable = |e: String| Failure::usage(format!("reading {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(lockmeter_stats::profile::io_reason(&e)))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
+    let malformed = |e: serde_json::Error| unreadable(format!("not a lockmeter bench report ({e})"));
+    let text = if value.get("checks").is_some() {
+        let report: lockmeter_bench::scorecard::ScorecardReport = serde_json::from_value(value).map_err(malformed)?;
+        render_as(format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))
+    } else if value.get("workload").and_then(|w| w.as_str()) == Some("pair") {
+        let report: lockmeter_bench::pair::PairReport = serde_json::from_value(value).map_err(malformed)?;
+        render_as(format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))
+    } else {
+        let report: Report = serde_json::from_value(value).map_err(malformed)?;
+        render_as(format, || render::table(&report), || render::csv(&report), || serde_json::to_string_pretty(&report))
+    }
+    .map_err(Failure::runtime)?;
+    emit(&text, output).map_err(Failure::runtime)
+}
+
 /// A saved `bench --format json` report of a workload with threads (the
 /// pair's has nothing to plot against threads, and the scorecard's holds
 /// several experiments).

@@ -361,11 +361,13 @@ enum Command {
     /// Render saved profiles (from `lockmeter run -o FILE --format json`
     /// or LOCKMETER_OUTPUT) in any format. Several files (the processes of
     /// one run: FILE and FILE.PID) render one after the other in table,
-    /// csv and folded; json, pprof and flamegraph take one.
+    /// csv and folded; json, pprof and flamegraph take one. A saved bench
+    /// report (`bench --save`) renders as its table, csv or json.
     ///
     /// Examples:
     ///   lockmeter report prof.json --format pprof -o prof.pb.gz
     ///   lockmeter report prof*.json --min-wait 1ms
+    ///   lockmeter report scorecard.json
     #[command(verbatim_doc_comment)]
     Report {
         /// The profiles (JSON).
@@ -669,7 +671,12 @@ fn command_main() -> ExitCode {
             };
         }
         Command::Report { files, rendering, output } => {
-            return match run::report(&files, &rendering.rendering(output.as_deref()), output.as_deref()) {
+            let rendering = rendering.rendering(output.as_deref());
+            let reported = match files.as_slice() {
+                [file] if bench::is_saved_report(file) => bench::report_saved(file, rendering.format, output.as_deref()),
+                _ => run::report(&files, &rendering, output.as_deref()),
+            };
+            return match reported {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(failure) => {
                     say!("lockmeter: error: {}", failure.message);

@@ -206,6 +206,10 @@ fn save_keeps_the_json_beside_the_table() {
         let adaptive = report["points"].as_array().unwrap().iter().find(|p| p["lock"] == "adaptive").expect("adaptive saved");
         let figure = if workload == "pair" { format!("{:.2}", adaptive["ns_per_pair"].as_f64().unwrap()) } else { String::from("adaptive") };
         assert!(table.lines().any(|l| l.starts_with("adaptive") && l.contains(&figure)), "the table of the same run: {table}");
+        // `report` renders it again, as the run printed it.
+        let again = lockmeter().arg("report").arg(&saved).output().unwrap();
+        assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+        assert_eq!(String::from_utf8(again.stdout).unwrap(), table);
     }
     let plotted = lockmeter().arg("plot").arg(dir.join("sem.json")).arg("--throughput").arg(dir.join("sem.svg")).output().unwrap();
     assert!(plotted.status.success(), "{}", String::from_utf8_lossy(&plotted.stderr));
