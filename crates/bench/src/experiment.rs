@@ -174,7 +174,9 @@ impl ProvenanceStart {
         };
         Provenance {
             lockmeter_version: env!("CARGO_PKG_VERSION").to_string(),
-            command_line: std::env::args().collect(),
+            // (args() panics on an argument that is not UTF-8, a file
+            // name in Latin-1: after the whole run.)
+            command_line: std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect(),
             started_unix_s: self.started_unix_s,
             pinned,
             steal_pct,
@@ -557,6 +559,9 @@ impl Experiment {
         let until = Instant::now() + self.run;
         while crate::interrupt::requested().is_none() && Instant::now() < until {
             std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(20)));
+        }
+        if Instant::now() < until {
+            crate::interrupt::note_cut_short();
         }
         stop.now();
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);

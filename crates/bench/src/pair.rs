@@ -83,7 +83,8 @@ impl PairExperiment {
     pub fn run(&self, calibration: &Calibration, progress: impl FnMut(&str)) -> Result<PairReport, String> {
         crate::variants::prepare(self.locks.iter().copied())?;
         let provenance = Provenance::start();
-        let measured = self.measure(progress);
+        // (A stop during the last run ends it too.)
+        let measured = self.measure(progress).and_then(|m| crate::interrupt::check().map(|()| m));
         crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults, whatever happened
         let (runs, pairs) = measured?;
         let points = self

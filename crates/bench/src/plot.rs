@@ -65,6 +65,15 @@ const PALETTE: [RGBColor; 20] = [
 
 /// Room on the right of a figure for its legend, in pixels.
 const LEGEND_WIDTH: u32 = 190;
+/// A legend entry's height, and the room above the first.
+const LEGEND_LINE: u32 = 22;
+const LEGEND_TOP: u32 = 40;
+
+/// A figure's height, at least its legend's (a one-row figure cut the
+/// 19th lock of a long --locks off).
+fn with_room_for_legend(height: u32, locks: usize) -> u32 {
+    height.max(LEGEND_TOP + LEGEND_LINE * locks as u32 + 60)
+}
 
 /// How lock `i` of a figure's legend is drawn: thick for ours, thin for
 /// the peers.
@@ -94,7 +103,7 @@ fn with_legend_column<DB: DrawingBackend>(
     let (width, _) = root.dim_in_pixel();
     let (panels, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
     for (i, lock) in locks.iter().enumerate() {
-        let y = 40 + 22 * i as i32;
+        let y = (LEGEND_TOP + LEGEND_LINE * i as u32) as i32;
         legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(i, lock)))?;
         legend.draw(&Text::new(lock.to_string(), (42, y - 8), ("sans-serif", 14)))?;
     }
@@ -163,7 +172,8 @@ pub fn throughput(report: &Report, path: &Path) -> Result<(), String> {
     let columns = panels.len().clamp(1, 3);
     let rows = panels.len().div_ceil(columns);
     // At least wide enough for the title over a single panel.
-    let size = ((560 * columns as u32).max(680) + LEGEND_WIDTH, 420 * rows as u32 + 40);
+    let locks = legend_locks(&report.points).len();
+    let size = ((560 * columns as u32).max(680) + LEGEND_WIDTH, with_room_for_legend(420 * rows as u32 + 40, locks));
     with_backend(
         path,
         size,
@@ -250,7 +260,8 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
     let title = format!("Acquisition time at {} (acq time = 2^bin cycles)", crate::render::threads(threads));
     let columns = chosen.len().clamp(1, 2);
     let rows = chosen.len().div_ceil(columns);
-    let size = (900 * columns as u32 + LEGEND_WIDTH, 500 * rows as u32 + 40);
+    let locks = legend_locks(chosen.iter().flat_map(|(_, points)| points.iter().copied())).len();
+    let size = (900 * columns as u32 + LEGEND_WIDTH, with_room_for_legend(500 * rows as u32 + 40, locks));
     with_backend(
         path,
         size,
@@ -485,7 +496,8 @@ mod tests {
     fn every_lock_has_its_own_colour_and_the_legend_is_off_the_data() {
         let locks = [
             "adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin", "glibc", "glibc-adaptive", "glibc-pi", "std",
-            "parking_lot", "adaptive-nobail", "ticket-nobackoff",
+            "parking_lot", "adaptive-nobail", "ticket-nobackoff", "adaptive-nobackoff", "adaptive-eager", "adaptive-idlesleep",
+            "tas-floor", "cas-floor", "adaptive-oncpu",
         ];
         let points = locks.iter().enumerate().flat_map(|(i, lock)| [point(lock, 2, 10.0 + i as f64), point(lock, 64, 20.0 + i as f64)]).collect();
         let svg = drawn("colours", |path| throughput(&report(points), path)).unwrap();
@@ -502,6 +514,10 @@ mod tests {
         for lock in ["adaptive", "ticket-nobackoff"] {
             assert!(label_x(lock) > width - f64::from(LEGEND_WIDTH), "{lock}'s label in the legend column");
         }
+        // The figure is tall enough for every entry (one row of panels
+        // cut the 19th off).
+        let height: f64 = svg.split("height=\"").nth(1).and_then(|h| h.split('"').next()).and_then(|h| h.parse().ok()).unwrap();
+        assert!(height >= f64::from(LEGEND_TOP + LEGEND_LINE * 20), "{height} px for 20 entries");
     }
 
     /// Every panel gets its histogram; a report with no timed acquisition

@@ -363,12 +363,18 @@ pub fn validate(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether two paths name one file (spelled alike once made absolute).
+/// Whether two paths name one file, made or to be made: each resolved
+/// through its links and its directory's (`sub/../t.txt` is `t.txt`, a
+/// link's name its target). A device or descriptor (`/dev/stdout`) is
+/// no file to collide on.
 fn same_file_name(a: &Path, b: &Path) -> bool {
-    match (std::path::absolute(a), std::path::absolute(b)) {
-        (Ok(a), Ok(b)) => a == b || (a.exists() && std::fs::canonicalize(&a).ok() == std::fs::canonicalize(&b).ok()),
-        _ => a == b,
-    }
+    let file = |path: &Path| -> Option<PathBuf> {
+        let args::Destination::File(target) = args::destination(path).ok()? else { return None };
+        let target = lockmeter_stats::profile::link_target(&target);
+        let directory = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(std::fs::canonicalize(directory).ok()?.join(target.file_name()?))
+    };
+    matches!((file(a), file(b)), (Some(a), Some(b)) if a == b)
 }
 
 pub fn run(o: Options) -> Result<(), String> {
@@ -394,7 +400,7 @@ pub fn run(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
-    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
+    let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let text = render_as(
         o.format,
         || render::table(&report),
@@ -402,7 +408,8 @@ pub fn run(o: Options) -> Result<(), String> {
         || serde_json::to_string_pretty(&report),
     )?;
     emit(&text, o.output.as_deref())?;
-    draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)
+    draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)?;
+    saved
 }
 
 /// The periods of a duty run: --period, or the defaults (one with
@@ -428,9 +435,10 @@ fn run_pair(o: Options) -> Result<(), String> {
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
     };
     let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
-    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
+    let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
-    emit(&text, o.output.as_deref())
+    emit(&text, o.output.as_deref())?;
+    saved
 }
 
 /// `lockmeter bench scorecard`: the README's performance runs, judged.
@@ -444,13 +452,14 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
-    save(|| serde_json::to_string_pretty(&report), o.save.as_deref())?;
+    let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let table = || {
         let smoke = if o.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
         format!("{smoke}{}", report.table())
     };
     let text = render_as(o.format, table, || report.csv(), || serde_json::to_string_pretty(&report))?;
-    emit(&text, o.output.as_deref())
+    emit(&text, o.output.as_deref())?;
+    saved
 }
 
 /// Runs an experiment of `total_runs` runs on a freshly calibrated
@@ -469,8 +478,7 @@ fn with_progress<R>(
     });
     progress.finish();
     if interrupt::requested().is_some() && report.is_err() {
-        // (The run in progress was cut short.)
-        let finished = started.saturating_sub(1);
+        let finished = started.saturating_sub(usize::from(interrupt::cut_short()));
         return Err(format!("interrupted after {finished} of {total_runs} runs; nothing written"));
     }
     report
@@ -479,7 +487,7 @@ fn with_progress<R>(
 /// ^C, SIGTERM and SIGHUP end the run in progress at once and start no
 /// other: the workers finish the operation they are in (a `dir --fs`
 /// file made is removed), the progress line is cleared, and lockmeter
-/// exits 128 + the signal. A second one ends the process there and then.
+/// dies of the signal. A second one ends the process there and then.
 fn stop_on_interrupt() {
     extern "C" fn on_interrupt(signal: libc::c_int) {
         if interrupt::requested().is_some() {
@@ -518,7 +526,9 @@ fn render_as(
 }
 
 /// Writes `report` as JSON to `path`, if one is given (before the output:
-/// a stdout that refuses the table loses nothing saved).
+/// a stdout that refuses the table loses nothing saved; and a save that
+/// fails, a directory removed meanwhile, still lets the output and plots
+/// be written, its error said after them).
 fn save(json: impl FnOnce() -> serde_json::Result<String>, path: Option<&Path>) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let json = json().map_err(|e| e.to_string())? + "\n";

@@ -587,6 +587,14 @@ fn command_main() -> ExitCode {
             let result = bench::run(options);
             if let (Some(signal), Err(message)) = (lockmeter_bench::interrupt::requested(), &result) {
                 say!("lockmeter: {message}");
+                // Dying of the signal, not exiting 128 + it: a shell loop
+                // running the bench stops at ^C only for a child killed
+                // by SIGINT (its other rounds ran on).
+                // SAFETY: signal and raise; nothing is left to clean up.
+                unsafe {
+                    libc::signal(signal, libc::SIG_DFL);
+                    libc::raise(signal);
+                }
                 return ExitCode::from(128 + signal as u8);
             }
             result
