@@ -122,19 +122,28 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
 }
 
 /// Whether lockmeter was started with its stdout closed (`>&-`). The
-/// Rust runtime opens /dev/null, read-write, on a standard descriptor
-/// found closed at start, and every write then succeeds into nothing
-/// (`report p.json >&-` exited 0, its table lost); a redirection to
-/// /dev/null opens it write-only.
+/// Rust runtime opens /dev/null on a standard descriptor found closed at
+/// start, and every write then succeeds into nothing (`report p.json
+/// >&-` exited 0, its table lost). So it is looked at before the runtime
+/// starts, from the program's constructors (a /dev/null opened by the
+/// caller, as Python's DEVNULL opens it, read-write, is a stdout).
 pub fn stdout_was_closed() -> bool {
-    // SAFETY: a zeroed stat is valid storage for fstat to fill; fstat and
-    // fcntl read descriptor 1's state.
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        let null_device = libc::fstat(1, &mut stat) == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFCHR && stat.st_rdev == libc::makedev(1, 3);
-        null_device && libc::fcntl(1, libc::F_GETFL) & libc::O_ACCMODE == libc::O_RDWR
+    STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_closed_stdout() {
+    // SAFETY: fcntl asks for a descriptor's flags; -1 (EBADF) if closed.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// Run by the loader before `main`, so before the runtime's reopening.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 
 /// Where an output named by the user goes.
 pub enum Destination {
@@ -197,6 +206,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let failed = |e: std::io::Error| format!("writing {}: {}", path.display(), lockmeter_stats::profile::io_reason(&e));
     let target = match destination(path).map_err(|why| format!("writing {}: {why}", path.display()))? {
         Destination::InPlace(target) => return std::fs::write(target, bytes).map_err(failed),
+        Destination::Descriptor(1) if stdout_was_closed() => return Err(failed(std::io::Error::from_raw_os_error(libc::EBADF))),
         Destination::Descriptor(fd) => {
             use std::io::Write as _;
             use std::os::fd::FromRawFd as _;

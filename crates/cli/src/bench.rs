@@ -297,7 +297,8 @@ pub fn validate(o: &Options) -> Result<(), String> {
     for path in [&o.plot, &o.plot_histogram].into_iter().flatten() {
         check_plot_path(path)?;
     }
-    if o.output.is_none() && args::stdout_was_closed() {
+    let to_stdout = o.output.as_deref().is_none_or(|output| matches!(args::destination(output), Ok(args::Destination::Descriptor(1))));
+    if to_stdout && args::stdout_was_closed() {
         // Before the run, not after it.
         return Err("stdout is closed: give -o FILE for the report".into());
     }

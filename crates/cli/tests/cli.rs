@@ -44,7 +44,8 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
 /// A stdout closed at start (`>&-`) is an error, not a silent success:
 /// the runtime reopens it on /dev/null, and every result went there with
 /// exit 0. A bench says so before its run; a redirection to /dev/null
-/// is the user's choice and stands.
+/// is the user's choice and stands (a first check, by /dev/null opened
+/// read-write, refused Python's DEVNULL).
 #[test]
 fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
     use std::os::unix::process::CommandExt;
@@ -68,8 +69,16 @@ fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end(), "lockmeter: error: stdout is closed: give -o FILE for the report", "before the run");
-    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
-    assert!(lockmeter().arg("algorithms").stdout(null).status().unwrap().success());
+    let out = closed(&["bench", "pair", "--quick", "-o", "/dev/stdout"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end(), "lockmeter: error: stdout is closed: give -o FILE for the report", "before the run");
+    // /dev/null opened by the caller, write-only or read-write (Python's
+    // DEVNULL), is a stdout.
+    for read in [false, true] {
+        let null = std::fs::OpenOptions::new().read(read).write(true).open("/dev/null").unwrap();
+        assert!(lockmeter().arg("algorithms").stdout(null).status().unwrap().success(), "read-write {read}");
+    }
 }
 
 #[test]
