@@ -123,10 +123,10 @@ pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
 
 /// Whether lockmeter was started with its stdout closed (`>&-`). The
 /// Rust runtime opens /dev/null on a standard descriptor found closed at
-/// start, and every write then succeeds into nothing (`report p.json
-/// >&-` exited 0, its table lost). So it is looked at before the runtime
-/// starts, from the program's constructors (a /dev/null opened by the
-/// caller, as Python's DEVNULL opens it, read-write, is a stdout).
+/// start, and every write then succeeds into nothing (a report run with
+/// `>&-` exited 0, its table lost). So it is looked at before the
+/// runtime starts, from the program's constructors (a /dev/null opened by
+/// the caller, as Python's DEVNULL opens it, read-write, is a stdout).
 pub fn stdout_was_closed() -> bool {
     STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
 }
