@@ -1127,6 +1127,55 @@ fn a_site_inlined_from_a_system_header_is_placed_at_the_programs_line() {
     assert!(!sites.is_empty() && sites.iter().all(|&(file, line)| file.is_some_and(|f| f.ends_with("inline_site.c")) && line == Some(18)), "{sites:?}");
 }
 
+/// LOCKMETER_OUTPUT naming the program's stderr through a link (as
+/// /dev/stderr is one, to /proc/self/fd/2) with stderr redirected to a
+/// file: the profile goes through the descriptor, and the link stays a
+/// link (renamed over, it became a file holding the profile, the
+/// redirected file kept none, and as root /dev/stderr itself was
+/// replaced for the whole system).
+#[test]
+fn an_output_linked_to_stderr_is_written_through_it() {
+    let dir = scratch("linked_stderr");
+    let link = dir.join("mystderr");
+    std::os::unix::fs::symlink("/proc/self/fd/2", &link).unwrap();
+    let err = std::fs::File::create(dir.join("err.txt")).unwrap();
+    let status = Command::new(subjects()).args(["status", "0"]).env("LD_PRELOAD", common::library()).env("LOCKMETER_OUTPUT", &link).stderr(err).status().unwrap();
+    assert!(status.success());
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still a link");
+    let written = std::fs::read_to_string(dir.join("err.txt")).unwrap();
+    let profile = Profile::from_json(&written, "err.txt").unwrap_or_else(|e| panic!("{e}: {written}"));
+    assert_eq!(profile.reason, "exit");
+}
+
+/// The same stuck dump with the profile going to a descriptor (stderr,
+/// a pipe): the last write goes on too (it waited for the dump, then for
+/// the watchdog, and only the interval profiles came out).
+#[test]
+fn a_program_killed_while_a_dump_waits_for_its_allocator_writes_its_final_profile_to_a_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("dump_waits_pipe");
+    let link = dir.join("stderr");
+    std::os::unix::fs::symlink("/proc/self/fd/2", &link).unwrap();
+    let program = compile_at("own_malloc", "-O0");
+    let mut child = Command::new(&program)
+        .arg("dump")
+        .env("LD_PRELOAD", common::library())
+        .env("LOCKMETER_OUTPUT", &link)
+        .env("LOCKMETER_INTERVAL", "1ms")
+        .env("LOCKMETER_DYING_WRITE", "1s")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read as it comes: the dumps before the signal fill the pipe.
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(&mut pipe).unwrap());
+    let status = finish_within(&mut child, 10, "dump to a pipe");
+    let stderr = reader.join().unwrap();
+    assert!(!stderr.contains("not written in time"), "{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert!(stderr.contains("\"reason\": \"signal SIGTERM\""), "the final profile: {stderr}");
+}
+
 /// A program killed inside its allocator while the periodic dump waits
 /// for that allocator's lock, which it will never get: the final write
 /// goes on beside the stuck dump, and the dump's older profile never

@@ -10,9 +10,10 @@
  * own_malloc exit: takes the lock as much, then exits, and the first
  * allocation after its exit handler raises SIGTERM: inside the exit
  * profile's write, whose handler runs after the program's.
- * own_malloc dump: takes the lock as much, then allocates until the
- * library's periodic dump thread waits for the allocator's lock, and
- * raises SIGTERM while holding it: the dump can never finish. */
+ * own_malloc dump: takes the lock as much, lets the periodic dumps run
+ * for 10 ms, then allocates until the library's dump thread waits for
+ * the allocator's lock (inside a dump), and raises SIGTERM while holding
+ * it: the dump can never finish. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -121,6 +122,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "dump")) {
+        struct timespec dumps = { 0, 10000000 };
+        nanosleep(&dumps, NULL);
         raise_when_dump_waits = 1;
         free(malloc(32));
         return 0;

@@ -23,10 +23,18 @@ pub fn compile(name: &str) -> PathBuf {
 }
 
 /// Builds tests/c/NAME.c at an optimisation `level` (`-O0` keeps every
-/// call where the source has it, for tests of call sites and frames).
+/// call where the source has it, for tests of call sites and frames),
+/// once per test process: tests run side by side, and one rebuilding a
+/// binary another was starting failed it ("Text file busy").
 pub fn compile_at(name: &str, level: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{name}{level}");
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, binary)) = built.iter().find(|(k, _)| *k == key) {
+        return binary.clone();
+    }
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let binary = scratch(&format!("build-{name}")).join(name);
+    let binary = scratch(&format!("build-{key}")).join(name);
     let status = Command::new("gcc")
         .args([level, "-g", "-pthread", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&binary)
@@ -34,6 +42,7 @@ pub fn compile_at(name: &str, level: &str) -> PathBuf {
         .status()
         .expect("gcc runs (scripts/test.sh installs it)");
     assert!(status.success(), "{name}.c compiles");
+    built.push((key, binary.clone()));
     binary
 }
 

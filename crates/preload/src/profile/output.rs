@@ -175,7 +175,7 @@ extern "C" fn at_exit() {
 
 extern "C" fn in_child_after_fork() {
     FINISHED.store(false, Relaxed);
-    RENAMING.store(false, Relaxed);
+    PUBLISHING.store(false, Relaxed);
     FINAL_WRITTEN.store(false, Relaxed);
     FINAL_WRITER.store(0, Relaxed);
     FINAL_AT_EXIT.store(false, Relaxed);
@@ -629,25 +629,61 @@ pub fn write_profile(reason: &str) {
     write_profile_as(reason, false);
 }
 
+/// Where the profile goes.
+enum Target {
+    /// A descriptor of the program's: LOCKMETER_OUTPUT names its stdout
+    /// or stderr (`/dev/stderr`, `/dev/fd/2`, a link to them, or the file
+    /// they are redirected to). Written through it: renamed over, the
+    /// name was replaced by a file (as root, the system's /dev/stderr
+    /// link itself), and the redirected file kept none of it.
+    Descriptor(libc::c_int),
+    /// A device or a pipe (/dev/null, a FIFO), written in place.
+    InPlace(String),
+    /// A file, written beside and renamed over: the name itself, or the
+    /// file a link names (the link stays a link).
+    File(String),
+}
+
+impl Target {
+    fn of(output: &str) -> Target {
+        use std::os::unix::fs::MetadataExt as _;
+        let numbered = output.strip_prefix("/dev/fd/").or_else(|| output.strip_prefix("/proc/self/fd/"));
+        if let Some(fd) = numbered.and_then(|n| n.parse().ok()) {
+            return Target::Descriptor(fd);
+        }
+        match std::fs::metadata(output) {
+            Ok(meta) => {
+                let on = |fd: libc::c_int| {
+                    // SAFETY: fstat writes into a zeroed stat of the right
+                    // type; a closed descriptor only returns an error.
+                    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+                    (unsafe { libc::fstat(fd, &mut stat) } == 0) && stat.st_dev == meta.dev() && stat.st_ino == meta.ino()
+                };
+                match [1, 2].into_iter().find(|&fd| on(fd)) {
+                    Some(fd) => Target::Descriptor(fd),
+                    None if meta.is_file() || meta.is_dir() => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
+                    None => Target::InPlace(output.to_string()),
+                }
+            }
+            Err(_) => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
+        }
+    }
+}
+
 /// Writes the profile; `last`: the process is leaving. A periodic dump
 /// skips its turn while another write runs; the last write at exit waits
 /// for it (the process would otherwise end mid-write, leaving an older
 /// profile or none). The last write from a signal handler does not: the
 /// dump may never finish (the signal can have landed in a thread holding
-/// the allocator's lock, which the dump waits for), so the two write
-/// side by side, to temporary files of their own, and a dump's rename
-/// never follows the last one's. A thread interrupted inside its own
-/// write, by a signal whose handler writes again, cannot wait for itself:
-/// that write is skipped.
+/// the allocator's lock, which the dump waits for), so the two build side
+/// by side, and only putting a profile where it goes is one at a time
+/// (see [`publish`]), a dump never after the last. A thread interrupted
+/// inside its own write, by a signal whose handler writes again, cannot
+/// wait for itself: that write is skipped.
 fn write_profile_as(reason: &str, last: bool) {
     let (Some(profiler), Some(settings)) = (active(), SETTINGS.get()) else { return };
     let me = lockmeter_locks::current_tid();
-    // A device or a pipe (/dev/null, /dev/stderr, a FIFO) takes the
-    // profile as it is written, every process's alike: renamed over, it
-    // was replaced by a file (as root, /dev/null itself). Two writes to
-    // it at once would interleave: the last one waits there.
-    let device = std::fs::metadata(&settings.output).is_ok_and(|m| !m.is_file() && !m.is_dir());
-    let beside_a_dump = last && !FINAL_AT_EXIT.load(Acquire) && !device;
+    let beside_a_dump = last && !FINAL_AT_EXIT.load(Acquire);
     let claimed = loop {
         match WRITER.compare_exchange(0, me, Acquire, Relaxed) {
             Ok(_) => break true,
@@ -657,73 +693,84 @@ fn write_profile_as(reason: &str, last: bool) {
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     };
-    let profile = build(profiler, reason);
-    let path = if device { settings.output.clone() } else { output_path(&settings.output) };
+    let target = Target::of(&settings.output);
+    let json = build(profiler, reason).to_json();
+    let (path, file) = match &target {
+        Target::File(file) => (output_path(file), true),
+        Target::InPlace(path) => (path.clone(), false),
+        Target::Descriptor(fd) => (format!("/dev/fd/{fd}"), false),
+    };
     let dump_tmp = format!("{path}.tmp.{}", pid());
     let tmp = if last { format!("{dump_tmp}.last") } else { dump_tmp.clone() };
-    let written = without_signals_of_its_own(|| {
-        if device {
-            std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(profile.to_json().as_bytes()))
-        } else if !last && FINISHED.load(Acquire) {
-            // The last write began meanwhile: this one is superseded.
-            Ok(())
-        } else {
-            std::fs::File::create(&tmp).and_then(|mut f| f.write_all(profile.to_json().as_bytes())).and_then(|()| put_in_place(&tmp, &path, last))
+    let written = without_signals_of_its_own(|| match &target {
+        // The last write began meanwhile: this dump is superseded.
+        _ if !last && FINISHED.load(Acquire) => Ok(()),
+        Target::File(_) => std::fs::File::create(&tmp).and_then(|mut f| f.write_all(json.as_bytes())).and_then(|()| {
+            publish(last, || std::fs::rename(&tmp, &path)).unwrap_or_else(|| std::fs::remove_file(&tmp))
+        }),
+        Target::InPlace(path) => {
+            publish(last, || std::fs::OpenOptions::new().write(true).open(path).and_then(|mut f| f.write_all(json.as_bytes()))).unwrap_or(Ok(()))
         }
+        Target::Descriptor(fd) => publish(last, || {
+            use std::os::fd::FromRawFd as _;
+            // SAFETY: a descriptor of the program's, open (the write fails
+            // with EBADF otherwise); ManuallyDrop leaves it open.
+            let mut open = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(*fd) });
+            open.write_all(json.as_bytes())
+        })
+        .unwrap_or(Ok(())),
     });
-    if !claimed {
+    if !claimed && file {
         // The dump that was writing may never finish: its file goes too
         // (if it does finish, it finds the last write begun and removes
         // nothing more).
         let _ = std::fs::remove_file(&dump_tmp);
     }
-    match written {
-        Ok(()) => {}
-        Err(e) => {
-            if !device {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            // The C library's words for an error come through gettext,
-            // which allocates with `malloc` under a translated locale: not
-            // from a signal handler.
-            let reason = if super::heap::serving_signal_writer() { e.kind().to_string() } else { profile::io_reason(&e) };
-            let line = format!("lockmeter: cannot write profile {path}: {reason}\n");
-            // SAFETY: writing a buffer to fd 2.
-            unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    if let Err(e) = written {
+        if file {
+            let _ = std::fs::remove_file(&tmp);
         }
+        // The C library's words for an error come through gettext,
+        // which allocates with `malloc` under a translated locale: not
+        // from a signal handler.
+        let reason = if super::heap::serving_signal_writer() { e.kind().to_string() } else { profile::io_reason(&e) };
+        let line = format!("lockmeter: cannot write profile {path}: {reason}\n");
+        // SAFETY: writing a buffer to fd 2.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
     }
     if claimed {
         WRITER.store(0, Release);
     }
 }
 
-/// Held while a profile is renamed into place; the last write's rename
-/// keeps it, so that no periodic dump's older profile replaces the last.
-static RENAMING: AtomicBool = AtomicBool::new(false);
+/// Held while a profile is put where it goes (renamed into place, or
+/// written to a device or descriptor: two there at once would
+/// interleave); the last write keeps it, so that no periodic dump's older
+/// profile follows the last.
+static PUBLISHING: AtomicBool = AtomicBool::new(false);
 
-/// Renames `tmp` over `path`, unless this is a periodic dump and the
-/// last write has begun (its temporary file is then removed).
-fn put_in_place(tmp: &str, path: &str, last: bool) -> std::io::Result<()> {
-    while RENAMING.compare_exchange(false, true, Acquire, Relaxed).is_err() {
-        if !last {
-            // Only the last write keeps it for good.
-            if FINISHED.load(Acquire) {
-                return std::fs::remove_file(tmp);
-            }
+/// Runs `put` holding [`PUBLISHING`]; None, without running it, for a
+/// periodic dump once the last write has begun. Held only around a
+/// rename or a write of bytes built already (nothing that allocates), so
+/// the last write's wait for it is short.
+fn publish<T>(last: bool, put: impl FnOnce() -> T) -> Option<T> {
+    while PUBLISHING.compare_exchange(false, true, Acquire, Relaxed).is_err() {
+        // Only the last write keeps it for good.
+        if !last && FINISHED.load(Acquire) {
+            return None;
         }
-        // Held for one rename (the dying watchdog bounds the last write's
-        // wait).
+        // (The dying watchdog bounds the last write's wait.)
         std::thread::sleep(Duration::from_millis(1));
     }
     if !last && FINISHED.load(Acquire) {
-        RENAMING.store(false, Release);
-        return std::fs::remove_file(tmp);
+        PUBLISHING.store(false, Release);
+        return None;
     }
-    let renamed = std::fs::rename(tmp, path);
+    let done = put();
     if !last {
-        RENAMING.store(false, Release);
+        PUBLISHING.store(false, Release);
     }
-    renamed
+    Some(done)
 }
 
 /// Runs `write` with SIGPIPE and SIGXFSZ held in this thread, and drops
