@@ -161,11 +161,17 @@ pub enum Destination {
 }
 
 /// The descriptor a path names through the process's own descriptor
-/// table, if it does (/dev/stdout and /dev/stderr are found as what they
-/// lead to, by `standard_descriptor_on`).
+/// table, if it does, by name (other spellings of /dev/stdout and
+/// /dev/stderr are found as what they lead to, by
+/// `standard_descriptor_on`; by name, /dev/stdout is stdout even when it
+/// was closed at start and leads to the runtime's /dev/null).
 fn open_descriptor(path: &Path) -> Option<i32> {
     let text = path.to_str()?;
-    text.strip_prefix("/dev/fd/").or_else(|| text.strip_prefix("/proc/self/fd/"))?.parse().ok()
+    match text {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => text.strip_prefix("/dev/fd/").or_else(|| text.strip_prefix("/proc/self/fd/"))?.parse().ok(),
+    }
 }
 
 /// Which of stdout and stderr, if either, is open on the file `meta`
@@ -174,7 +180,9 @@ fn open_descriptor(path: &Path) -> Option<i32> {
 /// name).
 fn standard_descriptor_on(meta: &std::fs::Metadata) -> Option<i32> {
     use std::os::unix::fs::MetadataExt as _;
-    [1, 2].into_iter().find(|&fd| {
+    // (A stdout closed at start is only the runtime's /dev/null: `-o
+    // /dev/null` is then the device, not it.)
+    [1, 2].into_iter().filter(|&fd| fd != 1 || !stdout_was_closed()).find(|&fd| {
         // SAFETY: fstat writes into a zeroed stat of the right type.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above; a closed descriptor only returns an error.
@@ -270,7 +278,9 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
         Destination::Descriptor(fd) => {
             // SAFETY: F_GETFL only reads the descriptor's flags.
             let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-            return if flags < 0 {
+            return if fd == 1 && stdout_was_closed() {
+                Err(format!("cannot write {}: stdout is closed", path.display()))
+            } else if flags < 0 {
                 Err(format!("cannot write {}: descriptor {fd} is not open", path.display()))
             } else if flags & libc::O_ACCMODE == libc::O_RDONLY {
                 Err(format!("cannot write {}: descriptor {fd} is open for reading only", path.display()))

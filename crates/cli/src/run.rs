@@ -632,12 +632,19 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
     // (A caught signal is reset to the default by exec.)
-    // SAFETY: signal(2) is async-signal-safe, as a pre-exec hook requires.
+    // And a stdout closed as lockmeter started stays closed for CMD (the
+    // runtime's /dev/null would take its output without a word).
+    let stdout_closed = crate::args::stdout_was_closed();
+    // SAFETY: signal(2) and close(2) are async-signal-safe, as a pre-exec
+    // hook requires.
     unsafe {
         command.pre_exec(move || {
             libc::signal(libc::SIGQUIT, previous_quit);
             libc::signal(libc::SIGCHLD, previous_chld);
             signals::restore_in_child(&caught);
+            if stdout_closed {
+                libc::close(1);
+            }
             Ok(())
         });
     }

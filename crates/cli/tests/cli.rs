@@ -73,6 +73,18 @@ fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end(), "lockmeter: error: stdout is closed: give -o FILE for the report", "before the run");
+    // -o /dev/null is the device, not the closed stdout the runtime put
+    // it on (it was refused); `run` says so before CMD runs, and CMD
+    // gets the closed stdout too (not the runtime's /dev/null).
+    assert!(closed(&["bench", "pair", "--quick", "-o", "/dev/null"]).status.success());
+    let out = closed(&["run", "-o", "/dev/stdout", "--", "sh", "-c", "echo ran >&2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.trim_end()), (Some(2), "lockmeter: error: cannot write /dev/stdout: stdout is closed"), "before CMD ran");
+    let scratch = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("closed-stdout-{}.json", std::process::id()));
+    let out = closed(&["run", "-o", scratch.to_str().unwrap(), "--", "sh", "-c", "echo hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("I/O error") || err.contains("Bad file descriptor"), "CMD's echo fails as without lockmeter: {err}");
+    let _ = std::fs::remove_file(&scratch);
     // /dev/null opened by the caller, write-only or read-write (Python's
     // DEVNULL), is a stdout.
     for read in [false, true] {

@@ -1145,6 +1145,43 @@ fn an_output_linked_to_stderr_is_written_through_it() {
     let written = std::fs::read_to_string(dir.join("err.txt")).unwrap();
     let profile = Profile::from_json(&written, "err.txt").unwrap_or_else(|e| panic!("{e}: {written}"));
     assert_eq!(profile.reason, "exit");
+    // Links round in a loop: an error, and both stay links (one was
+    // renamed over).
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let out = Command::new(subjects()).args(["status", "0"]).env("LD_PRELOAD", common::library()).env("LOCKMETER_OUTPUT", &a).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot write profile") && stderr.contains("Too many levels of symbolic links"), "{stderr}");
+    assert!([&a, &b].iter().all(|l| std::fs::symlink_metadata(l).unwrap().file_type().is_symlink()), "both still links");
+}
+
+/// A program that made its stdout non-blocking (an event loop) with the
+/// profile going there and a reader slower than the profile: the write
+/// waits for room (it stopped at the pipe's 64 KiB, "Resource temporarily
+/// unavailable", the rest lost).
+#[test]
+fn a_profile_to_a_non_blocking_stdout_is_written_whole() {
+    let mut child = Command::new(subjects())
+        .arg("nonblocking_stdout")
+        .env("LD_PRELOAD", common::library())
+        .env("LOCKMETER_OUTPUT", "/dev/stdout")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        // Slower than the writer: the pipe fills.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::io::read_to_string(&mut pipe).unwrap()
+    });
+    let status = finish_within(&mut child, 20, "non-blocking stdout");
+    let stdout = reader.join().unwrap();
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert!(status.success() && stderr.is_empty(), "{status:?}: {stderr}");
+    let profile = Profile::from_json(&stdout, "stdout").unwrap_or_else(|e| panic!("{e}: {} bytes", stdout.len()));
+    assert_eq!(profile.locks.len(), 2000);
 }
 
 /// The same stuck dump with the profile going to a descriptor (stderr,

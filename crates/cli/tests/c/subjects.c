@@ -1191,8 +1191,24 @@ static int destroy_cancelled(void) {
     return 0;
 }
 
+#include <fcntl.h> /* (here: the line numbers above are the tests') */
+
+/* nonblocking_stdout: takes 2000 heap locks (a profile of megabytes),
+ * then makes its stdout non-blocking, as an event loop does, and exits. */
+static int nonblocking_stdout(void) {
+    for (int i = 0; i < 2000; i++) {
+        pthread_mutex_t *m = malloc(sizeof *m);
+        pthread_mutex_init(m, NULL);
+        pthread_mutex_lock(m);
+        pthread_mutex_unlock(m);
+    }
+    fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "nonblocking_stdout")) return nonblocking_stdout();
     if (!strcmp(mode, "hold")) return hold();
     if (!strcmp(mode, "xunlock")) return xunlock();
     if (!strcmp(mode, "periodic")) return periodic();

@@ -638,10 +638,13 @@ enum Target {
     /// link itself), and the redirected file kept none of it.
     Descriptor(libc::c_int),
     /// A device or a pipe (/dev/null, a FIFO), written in place.
-    InPlace(String),
+    InPlace,
     /// A file, written beside and renamed over: the name itself, or the
     /// file a link names (the link stays a link).
     File(String),
+    /// Links that lead round in a loop: nothing to write (renamed over,
+    /// one of them became a file).
+    LinkLoop,
 }
 
 impl Target {
@@ -662,9 +665,10 @@ impl Target {
                 match [1, 2].into_iter().find(|&fd| on(fd)) {
                     Some(fd) => Target::Descriptor(fd),
                     None if meta.is_file() || meta.is_dir() => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
-                    None => Target::InPlace(output.to_string()),
+                    None => Target::InPlace,
                 }
             }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Target::LinkLoop,
             Err(_) => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
         }
     }
@@ -697,8 +701,7 @@ fn write_profile_as(reason: &str, last: bool) {
     let json = build(profiler, reason).to_json();
     let (path, file) = match &target {
         Target::File(file) => (output_path(file), true),
-        Target::InPlace(path) => (path.clone(), false),
-        Target::Descriptor(fd) => (format!("/dev/fd/{fd}"), false),
+        Target::InPlace | Target::Descriptor(_) | Target::LinkLoop => (settings.output.clone(), false),
     };
     let dump_tmp = format!("{path}.tmp.{}", pid());
     let tmp = if last { format!("{dump_tmp}.last") } else { dump_tmp.clone() };
@@ -708,17 +711,11 @@ fn write_profile_as(reason: &str, last: bool) {
         Target::File(_) => std::fs::File::create(&tmp).and_then(|mut f| f.write_all(json.as_bytes())).and_then(|()| {
             publish(last, || std::fs::rename(&tmp, &path)).unwrap_or_else(|| std::fs::remove_file(&tmp))
         }),
-        Target::InPlace(path) => {
-            publish(last, || std::fs::OpenOptions::new().write(true).open(path).and_then(|mut f| f.write_all(json.as_bytes()))).unwrap_or(Ok(()))
+        Target::InPlace => {
+            publish(last, || std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(json.as_bytes()))).unwrap_or(Ok(()))
         }
-        Target::Descriptor(fd) => publish(last, || {
-            use std::os::fd::FromRawFd as _;
-            // SAFETY: a descriptor of the program's, open (the write fails
-            // with EBADF otherwise); ManuallyDrop leaves it open.
-            let mut open = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(*fd) });
-            open.write_all(json.as_bytes())
-        })
-        .unwrap_or(Ok(())),
+        Target::Descriptor(fd) => publish(last, || write_waiting(*fd, json.as_bytes())).unwrap_or(Ok(())),
+        Target::LinkLoop => Err(std::io::Error::from_raw_os_error(libc::ELOOP)),
     });
     if !claimed && file {
         // The dump that was writing may never finish: its file goes too
@@ -735,12 +732,40 @@ fn write_profile_as(reason: &str, last: bool) {
         // from a signal handler.
         let reason = if super::heap::serving_signal_writer() { e.kind().to_string() } else { profile::io_reason(&e) };
         let line = format!("lockmeter: cannot write profile {path}: {reason}\n");
+        // (Its own SIGPIPE held too: stderr can be the pipe whose reader
+        // left, and the exiting program died of it, exit 141.)
         // SAFETY: writing a buffer to fd 2.
-        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+        without_signals_of_its_own(|| unsafe { libc::write(2, line.as_ptr().cast(), line.len()) });
     }
     if claimed {
         WRITER.store(0, Release);
     }
+}
+
+/// Writes all of `bytes` to the program's descriptor `fd`, waiting for
+/// room when the program made it non-blocking (a pipe's reader slower
+/// than the profile: the write stopped at the pipe's 64 KiB and the
+/// rest was lost). write and poll are async-signal-safe.
+fn write_waiting(fd: libc::c_int, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: writing from a live buffer of that length.
+        let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if written >= 0 {
+            bytes = &bytes[written as usize..];
+            continue;
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => {
+                let mut ready = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one pollfd on the stack.
+                unsafe { libc::poll(&mut ready, 1, -1) };
+            }
+            _ => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 /// Held while a profile is put where it goes (renamed into place, or
