@@ -1397,6 +1397,20 @@ fn the_library_writes_into_a_pipe_it_is_given() {
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "still a pipe");
     let profile = Profile::from_json(&reader.join().unwrap(), "pipe").unwrap();
     assert_eq!(lock(&profile, "cache_lock").counters.acquisitions, 2);
+    // With no reader: an error line, and the program ends (its exit
+    // waited in the pipe's open for ever).
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(subjects())
+        .process_group(0)
+        .args(["status", "0"])
+        .env("LD_PRELOAD", &library)
+        .env("LOCKMETER_OUTPUT", &fifo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = finish_within(&mut child, 10, "a pipe with no reader");
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert!(status.success() && stderr.contains("cannot write profile") && stderr.contains("no process reads the FIFO"), "{status:?}: {stderr}");
 }
 
 /// The library's variables, set by hand: a value out of range stops the

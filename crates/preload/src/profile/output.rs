@@ -711,9 +711,7 @@ fn write_profile_as(reason: &str, last: bool) {
         Target::File(_) => std::fs::File::create(&tmp).and_then(|mut f| f.write_all(json.as_bytes())).and_then(|()| {
             publish(last, || std::fs::rename(&tmp, &path)).unwrap_or_else(|| std::fs::remove_file(&tmp))
         }),
-        Target::InPlace => {
-            publish(last, || std::fs::OpenOptions::new().write(true).open(&path).and_then(|mut f| f.write_all(json.as_bytes()))).unwrap_or(Ok(()))
-        }
+        Target::InPlace => publish(last, || write_in_place(&path, json.as_bytes())).unwrap_or(Ok(())),
         Target::Descriptor(fd) => publish(last, || write_waiting(*fd, json.as_bytes())).unwrap_or(Ok(())),
         Target::LinkLoop => Err(std::io::Error::from_raw_os_error(libc::ELOOP)),
     });
@@ -740,6 +738,22 @@ fn write_profile_as(reason: &str, last: bool) {
     if claimed {
         WRITER.store(0, Release);
     }
+}
+
+/// Writes `bytes` into a device or FIFO. A FIFO with no reader is an
+/// error at once: opened blocking, the open waited for a reader for
+/// ever, and a program exiting while its dump waited there never ended.
+fn write_in_place(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::fd::AsRawFd as _;
+    let mut device = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => std::io::Error::other("no process reads the FIFO"),
+        _ => e,
+    })?;
+    // Blocking again for the write (a reader slower than the profile).
+    // SAFETY: fcntl on a descriptor this function holds open.
+    unsafe { libc::fcntl(device.as_raw_fd(), libc::F_SETFL, libc::fcntl(device.as_raw_fd(), libc::F_GETFL) & !libc::O_NONBLOCK) };
+    device.write_all(bytes)
 }
 
 /// Writes all of `bytes` to the program's descriptor `fd`, waiting for
