@@ -539,7 +539,11 @@ fn command_main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
-            // --help and --version.
+            // --help and --version (to a closed stdout, lost: said so).
+            if args::stdout_was_closed() {
+                say!("lockmeter: error: writing to stdout: Bad file descriptor");
+                return ExitCode::FAILURE;
+            }
             let _ = e.print();
             return ExitCode::SUCCESS;
         }

@@ -61,10 +61,12 @@ fn a_closed_stdout_is_an_error_and_dev_null_is_not() {
         };
         command.output().unwrap()
     };
-    let out = closed(&["algorithms"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("lockmeter: error: writing to stdout: Bad file descriptor"), "{err}");
+    for args in [&["algorithms"][..], &["--help"], &["bench", "sem", "--help"], &["--version"]] {
+        let out = closed(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("lockmeter: error: writing to stdout: Bad file descriptor"), "{args:?}: {err}");
+    }
     let out = closed(&["bench", "pair", "--quick"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
