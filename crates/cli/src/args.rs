@@ -175,19 +175,11 @@ fn open_descriptor(path: &Path) -> Option<i32> {
 }
 
 /// Which of stdout and stderr, if either, is open on the file `meta`
-/// describes (however the path to it was spelled: `/dev//stdout`, a link
-/// to /dev/stdout, /proc/thread-self/fd/1, or the redirected file's own
-/// name).
+/// describes (a stdout closed at start is only the runtime's /dev/null:
+/// `-o /dev/null` is then the device, not it).
 fn standard_descriptor_on(meta: &std::fs::Metadata) -> Option<i32> {
-    use std::os::unix::fs::MetadataExt as _;
-    // (A stdout closed at start is only the runtime's /dev/null: `-o
-    // /dev/null` is then the device, not it.)
-    [1, 2].into_iter().filter(|&fd| fd != 1 || !stdout_was_closed()).find(|&fd| {
-        // SAFETY: fstat writes into a zeroed stat of the right type.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; a closed descriptor only returns an error.
-        unsafe { libc::fstat(fd, &mut stat) == 0 && stat.st_dev == meta.dev() && stat.st_ino == meta.ino() }
-    })
+    let fds: &[i32] = if stdout_was_closed() { &[2] } else { &[1, 2] };
+    lockmeter_stats::profile::descriptor_open_on(meta, fds)
 }
 
 /// Where `path` leads; the error says why it cannot be an output.

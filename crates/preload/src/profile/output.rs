@@ -648,28 +648,24 @@ enum Target {
 }
 
 impl Target {
+    /// The file `output` names, through its links.
+    fn file(output: &str) -> Target {
+        Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string())
+    }
+
     fn of(output: &str) -> Target {
-        use std::os::unix::fs::MetadataExt as _;
         let numbered = output.strip_prefix("/dev/fd/").or_else(|| output.strip_prefix("/proc/self/fd/"));
         if let Some(fd) = numbered.and_then(|n| n.parse().ok()) {
             return Target::Descriptor(fd);
         }
         match std::fs::metadata(output) {
-            Ok(meta) => {
-                let on = |fd: libc::c_int| {
-                    // SAFETY: fstat writes into a zeroed stat of the right
-                    // type; a closed descriptor only returns an error.
-                    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-                    (unsafe { libc::fstat(fd, &mut stat) } == 0) && stat.st_dev == meta.dev() && stat.st_ino == meta.ino()
-                };
-                match [1, 2].into_iter().find(|&fd| on(fd)) {
-                    Some(fd) => Target::Descriptor(fd),
-                    None if meta.is_file() || meta.is_dir() => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
-                    None => Target::InPlace,
-                }
-            }
+            Ok(meta) => match lockmeter_stats::profile::descriptor_open_on(&meta, &[1, 2]) {
+                Some(fd) => Target::Descriptor(fd),
+                None if meta.is_file() || meta.is_dir() => Target::file(output),
+                None => Target::InPlace,
+            },
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Target::LinkLoop,
-            Err(_) => Target::File(lockmeter_stats::profile::link_target(output.as_ref()).display().to_string()),
+            Err(_) => Target::file(output),
         }
     }
 }

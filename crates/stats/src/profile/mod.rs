@@ -449,6 +449,19 @@ impl Profile {
     }
 }
 
+/// Which of the descriptors `fds` (stdout, stderr) is open on the file
+/// `meta` describes, however the path to it was spelled (`/dev/stderr`,
+/// a link to it, /proc/thread-self/fd/2, the redirected file's own name).
+pub fn descriptor_open_on(meta: &std::fs::Metadata, fds: &[i32]) -> Option<i32> {
+    use std::os::unix::fs::MetadataExt as _;
+    fds.iter().copied().find(|&fd| {
+        // SAFETY: fstat writes into a zeroed stat of the right type; a
+        // closed descriptor only returns an error.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        (unsafe { libc::fstat(fd, &mut stat) } == 0) && stat.st_dev == meta.dev() && stat.st_ino == meta.ino()
+    })
+}
+
 /// Where the chain of symbolic links starting at `path` leads (`path`
 /// itself if it is none): a file written through a temporary file and a
 /// rename goes there, so that a link to it stays a link.
