@@ -337,8 +337,10 @@ pub struct PointResult {
     /// each (on-CPU table, owner CPU clock, or none), and their mean length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spins_on_owner: Option<SpinsOnOwner>,
-    /// Wait times (median run).
-    pub wait_ns: WaitSummary,
+    /// Wait times (median run); null where no acquisition was timed (the
+    /// kernel's locks, under `dir --fs`), which a summary of zeros would
+    /// have read as waits of 0 ns.
+    pub wait_ns: Option<WaitSummary>,
     /// Fairness (median run).
     pub per_thread_ops: PerThreadOps,
     /// Full statistics of the median run (with `Recording::Full`).
@@ -390,7 +392,7 @@ struct Run {
     per_thread: Vec<u64>,
     /// How each thread spent the run, if the kernel says.
     per_thread_times: Vec<Option<ThreadShare>>,
-    wait: WaitSummary,
+    wait: Option<WaitSummary>,
     counts: Option<CountsSnapshot>,
 }
 
@@ -1001,7 +1003,11 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
     }
 }
 
-fn wait_summary(samples: &mut [u64]) -> WaitSummary {
+/// The summary of a run's timed waits, none if none was timed.
+fn wait_summary(samples: &mut [u64]) -> Option<WaitSummary> {
+    if samples.is_empty() {
+        return None;
+    }
     samples.sort_unstable();
     let sorted = &*samples;
     let mut histogram = Histogram::default();
@@ -1011,21 +1017,18 @@ fn wait_summary(samples: &mut [u64]) -> WaitSummary {
     let last = histogram.counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
     let ns = |cycles: u64| cycles as f64 / clock::cycles_per_ns();
     let at = |q: f64| -> f64 {
-        if sorted.is_empty() {
-            return 0.0;
-        }
         let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
         ns(sorted[index])
     };
     let long = sorted.len() - sorted.partition_point(|&w| ns(w) <= 1e6);
-    WaitSummary {
+    Some(WaitSummary {
         samples: sorted.len() as u64,
         p50: at(0.50),
         p99: at(0.99),
-        max: sorted.last().map_or(0.0, |&m| ns(m)),
-        over_1ms_share: if sorted.is_empty() { 0.0 } else { long as f64 / sorted.len() as f64 },
+        max: ns(sorted[sorted.len() - 1]),
+        over_1ms_share: long as f64 / sorted.len() as f64,
         hist_log2_cycles: histogram.counts[..last].to_vec(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -1075,13 +1078,13 @@ mod tests {
         let cycles = |ns: f64| (ns * clock::cycles_per_ns()).round() as u64;
         let mut waits: Vec<u64> = (0..98).map(|i| cycles(200.0 + i as f64)).collect();
         waits.extend([cycles(4e6), cycles(9e6)]);
-        let summary = wait_summary(&mut waits);
+        let summary = wait_summary(&mut waits).unwrap();
         assert_eq!(summary.samples, 100);
         assert!((summary.over_1ms_share - 0.02).abs() < 1e-12, "{summary:?}");
         assert!(summary.p99 > 1e6, "{summary:?}");
         let mut short: Vec<u64> = (0..10).map(|_| cycles(999_000.0)).collect();
-        assert_eq!(wait_summary(&mut short).over_1ms_share, 0.0);
-        assert_eq!(wait_summary(&mut []).over_1ms_share, 0.0);
+        assert_eq!(wait_summary(&mut short).unwrap().over_1ms_share, 0.0);
+        assert!(wait_summary(&mut []).is_none(), "nothing timed, no summary of zeros");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub fn point(lock: &str, threads: usize, ops: f64) -> PointResult {
         spun: None,
         slept: None,
         spins_on_owner: None,
-        wait_ns: WaitSummary { samples: 1, p50: 0.0, p99: 0.0, max: 0.0, over_1ms_share: 0.0, hist_log2_cycles: vec![1] },
+        wait_ns: Some(WaitSummary { samples: 1, p50: 0.0, p99: 0.0, max: 0.0, over_1ms_share: 0.0, hist_log2_cycles: vec![1] }),
         per_thread_ops: PerThreadOps { min: 1, max: 1, most_blocked_share: None, per_cpu_ms: None, least_served: None },
         stats: None,
         median_run_seconds: 0.5,

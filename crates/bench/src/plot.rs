@@ -251,7 +251,7 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
         return Err(format!("no points at {} to plot a histogram of", crate::render::threads(threads)));
     }
     // An empty chart said nothing was measured as if it had been.
-    if chosen.iter().flat_map(|(_, points)| points).all(|p| p.wait_ns.hist_log2_cycles.iter().all(|&c| c == 0)) {
+    if chosen.iter().flat_map(|(_, points)| points).all(|p| wait_histogram(p).iter().all(|&c| c == 0)) {
         return Err(format!(
             "no timed acquisitions at {} to draw (the kernel's locks, under --fs, are not timed)",
             crate::render::threads(threads)
@@ -268,6 +268,11 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
         |area| draw_histograms(&title, &chosen, area, rows, columns),
         |area| draw_histograms(&title, &chosen, area, rows, columns),
     )
+}
+
+/// A point's wait histogram (log2 cycles), empty where nothing was timed.
+fn wait_histogram(p: &PointResult) -> &[u64] {
+    p.wait_ns.as_ref().map_or(&[], |w| &w.hist_log2_cycles)
 }
 
 fn draw_histograms<DB: DrawingBackend>(
@@ -292,13 +297,13 @@ fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let lowest = points
         .iter()
-        .filter_map(|p| p.wait_ns.hist_log2_cycles.iter().position(|&c| c > 0))
+        .filter_map(|p| wait_histogram(p).iter().position(|&c| c > 0))
         .min()
         .unwrap_or(0);
-    let highest = points.iter().map(|p| p.wait_ns.hist_log2_cycles.len()).max().unwrap_or(1);
+    let highest = points.iter().map(|p| wait_histogram(p).len()).max().unwrap_or(1);
     let share = |p: &PointResult, bin: usize| {
-        let total: u64 = p.wait_ns.hist_log2_cycles.iter().sum();
-        100.0 * *p.wait_ns.hist_log2_cycles.get(bin).unwrap_or(&0) as f64 / total.max(1) as f64
+        let total: u64 = wait_histogram(p).iter().sum();
+        100.0 * *wait_histogram(p).get(bin).unwrap_or(&0) as f64 / total.max(1) as f64
     };
     let top = points
         .iter()
@@ -527,14 +532,14 @@ mod tests {
         let at = |lock: &str, period: u64| {
             let mut p = point(lock, 4, 1.0);
             (p.period_ns, p.duty_pct) = (Some(period), Some(8));
-            p.wait_ns.hist_log2_cycles = vec![0, 3, 5, 1];
+            p.wait_ns.as_mut().unwrap().hist_log2_cycles = vec![0, 3, 5, 1];
             p
         };
         let two_panels = report(vec![at("adaptive", 1000), at("std", 1000), at("adaptive", 10000), at("std", 10000)]);
         let svg = drawn("panels", |path| histogram(&two_panels, 4, path)).unwrap();
         assert!(svg.contains("P=1000ns") && svg.contains("P=10000ns"), "both panels drawn");
         let mut untimed = report(vec![point("glibc", 4, 1.0)]);
-        untimed.points[0].wait_ns.hist_log2_cycles = vec![0; 8];
+        untimed.points[0].wait_ns = None;
         let refused = drawn("untimed", |path| histogram(&untimed, 4, path)).unwrap_err();
         assert!(refused.contains("no timed acquisitions at 4 threads"), "{refused}");
     }

@@ -1,7 +1,7 @@
 //! The report for people (a table per panel) and for programs (CSV; JSON
 //! is the serde form of [`Report`]).
 
-use crate::experiment::{PointResult, Report};
+use crate::experiment::{PointResult, Report, WaitSummary};
 use crate::locks::LockKind;
 use std::fmt::Write as _;
 
@@ -93,10 +93,10 @@ pub fn table(report: &Report) -> String {
             }
             let heading = format!("{title}: wait p99 in us (1 in 8 acquisitions)");
             // "-" where no wait was timed (the kernel's locks under --fs).
-            let timed = |p: &PointResult, text: String| if p.wait_ns.samples == 0 { "-".to_string() } else { text };
-            grid(&mut out, &heading, &points, 9, |p| timed(p, format!("{:.1}", p.wait_ns.p99 / 1e3)));
+            let timed = |p: &PointResult, cell: fn(&WaitSummary) -> String| p.wait_ns.as_ref().map_or("-".to_string(), cell);
+            grid(&mut out, &heading, &points, 9, |p| timed(p, |w| format!("{:.1}", w.p99 / 1e3)));
             let heading = format!("{title}: waits over 1 ms, % of the timed acquisitions");
-            grid(&mut out, &heading, &points, 9, |p| timed(p, format!("{:.2}", 100.0 * p.wait_ns.over_1ms_share)));
+            grid(&mut out, &heading, &points, 9, |p| timed(p, |w| format!("{:.2}", 100.0 * w.over_1ms_share)));
         }
     }
     out
@@ -278,7 +278,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{:.5}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.workload,
             p.lock,
             p.threads,
@@ -292,10 +292,10 @@ pub fn csv(report: &Report) -> String {
             opt(p.contended),
             opt(p.spun),
             opt(p.slept),
-            p.wait_ns.p50,
-            p.wait_ns.p99,
-            p.wait_ns.max,
-            p.wait_ns.samples,
+            opt(p.wait_ns.as_ref().map(|w| format!("{:.1}", w.p50))),
+            opt(p.wait_ns.as_ref().map(|w| format!("{:.1}", w.p99))),
+            opt(p.wait_ns.as_ref().map(|w| format!("{:.1}", w.max))),
+            p.wait_ns.as_ref().map_or(0, |w| w.samples),
             p.per_thread_ops.min,
             p.per_thread_ops.max,
             opt(p.per_thread_ops.most_blocked_share.map(|b| format!("{b:.4}"))),
@@ -305,7 +305,7 @@ pub fn csv(report: &Report) -> String {
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.awake))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.cpu_share))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.rate))),
-            p.wait_ns.over_1ms_share
+            opt(p.wait_ns.as_ref().map(|w| format!("{:.5}", w.over_1ms_share)))
         );
     }
     out
@@ -326,9 +326,9 @@ mod tests {
     #[test]
     fn untimed_waits_read_as_a_dash() {
         let mut kernel = point("kernel", 2, 1e5);
-        kernel.wait_ns.samples = 0;
+        kernel.wait_ns = None;
         let mut timed = point("std", 2, 1e5);
-        timed.wait_ns.p99 = 2500.0;
+        timed.wait_ns.as_mut().unwrap().p99 = 2500.0;
         let text = table(&report(vec![kernel, timed]));
         let p99 = text.split("wait p99 in us").nth(1).unwrap();
         let row = |lock: &str| p99.lines().find(|l| l.starts_with(lock)).unwrap().split_whitespace().nth(1).unwrap().to_string();
