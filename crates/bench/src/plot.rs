@@ -1,4 +1,5 @@
-//! Plots of a bench report, as SVG or PNG (by the file's extension):
+//! Plots of a bench report, as SVG or PNG (drawn in memory: where they go
+//! is the caller's to decide):
 //! throughput against threads with a line per lock and a panel per
 //! (period, duty), like seed 001's plots; and the acquisition-time
 //! histogram of every lock at one thread count, like seed 000's table.
@@ -139,43 +140,64 @@ fn throughput_unit(highest: f64) -> (&'static str, f64) {
     }
 }
 
-/// Draws on an SVG or PNG file chosen by `path`'s extension.
-fn with_backend(
-    path: &Path,
+/// The kinds of drawing a plot can be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Image {
+    /// Scalable, text: for the web and for reading its numbers.
+    Svg,
+    /// A bitmap: for places that show no SVG.
+    Png,
+}
+
+impl Image {
+    /// The drawing a file's name asks for: FILE.svg or FILE.png.
+    pub fn for_file(path: &Path) -> Result<Image, String> {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("svg") => Ok(Image::Svg),
+            Some("png") => Ok(Image::Png),
+            _ => Err(format!("{}: the plot file must end in .svg or .png", path.display())),
+        }
+    }
+}
+
+/// Draws an SVG or a PNG in memory and returns the file's bytes.
+fn drawn_as(
+    image: Image,
     size: (u32, u32),
     draw: impl FnOnce(DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
     draw_png: impl FnOnce(DrawingArea<BitMapBackend, Shift>) -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<Vec<u8>, String> {
     register_font()?;
-    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    // Drawn to a temporary file beside the target, then renamed: a reader
-    // never sees half a plot. A link named as the plot is followed and
-    // stays a link (renamed over, it became the plot).
-    let target = lockmeter_stats::profile::link_target(path);
-    let name = target.file_name().map_or_else(|| "plot".into(), |n| n.to_string_lossy().into_owned());
-    let temp = target.with_file_name(format!(".{name}.tmp.{}.{}", std::process::id(), ext.as_deref().unwrap_or("")));
-    let drawn = match ext.as_deref() {
-        Some("svg") => draw(SVGBackend::new(&temp, size).into_drawing_area()),
-        Some("png") => draw_png(BitMapBackend::new(&temp, size).into_drawing_area()),
-        _ => return Err(format!("{}: the plot file must end in .svg or .png", path.display())),
-    };
-    let result = drawn.and_then(|()| std::fs::rename(&temp, &target).map_err(|e| format!("writing {}: {e}", target.display())));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+    match image {
+        Image::Svg => {
+            let mut text = String::new();
+            draw(SVGBackend::with_string(&mut text, size).into_drawing_area())?;
+            Ok(text.into_bytes())
+        }
+        Image::Png => {
+            use image::ImageEncoder as _;
+            let (width, height) = size;
+            let mut rgb = vec![0u8; width as usize * height as usize * 3];
+            draw_png(BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area())?;
+            let mut png = Vec::new();
+            image::codecs::png::PngEncoder::new(&mut png)
+                .write_image(&rgb, width, height, image::ColorType::Rgb8)
+                .map_err(|e| format!("encoding the PNG: {e}"))?;
+            Ok(png)
+        }
     }
-    result
 }
 
 /// Throughput against threads: a panel per (period, duty), a line per lock.
-pub fn throughput(report: &Report, path: &Path) -> Result<(), String> {
+pub fn throughput(report: &Report, image: Image) -> Result<Vec<u8>, String> {
     let panels = panels(report);
     let columns = panels.len().clamp(1, 3);
     let rows = panels.len().div_ceil(columns);
     // At least wide enough for the title over a single panel.
     let locks = legend_locks(&report.points).len();
     let size = ((560 * columns as u32).max(680) + LEGEND_WIDTH, with_room_for_legend(420 * rows as u32 + 40, locks));
-    with_backend(
-        path,
+    drawn_as(
+        image,
         size,
         |area| draw_throughput(report, area, rows, columns),
         |area| draw_throughput(report, area, rows, columns),
@@ -239,7 +261,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
 /// The acquisition-time histogram of every lock at `threads` threads: the
 /// share of timed acquisitions per log2-cycles bin, a line per lock, a
 /// panel per (period, duty) (only the first was drawn, unsaid).
-pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), String> {
+pub fn histogram(report: &Report, threads: usize, image: Image) -> Result<Vec<u8>, String> {
     let chosen: Vec<(String, Vec<&PointResult>)> = panels(report)
         .into_iter()
         .map(|(period, duty, points)| {
@@ -262,8 +284,8 @@ pub fn histogram(report: &Report, threads: usize, path: &Path) -> Result<(), Str
     let rows = chosen.len().div_ceil(columns);
     let locks = legend_locks(chosen.iter().flat_map(|(_, points)| points.iter().copied())).len();
     let size = (900 * columns as u32 + LEGEND_WIDTH, with_room_for_legend(500 * rows as u32 + 40, locks));
-    with_backend(
-        path,
+    drawn_as(
+        image,
         size,
         |area| draw_histograms(&title, &chosen, area, rows, columns),
         |area| draw_histograms(&title, &chosen, area, rows, columns),
@@ -390,12 +412,12 @@ pub struct Ratio {
 
 /// A bar per variant at its median ratio, with a whisker over its range
 /// and a line at 1.0 (the baseline), to FILE.svg or FILE.png.
-pub fn ratios(title: &str, y_label: &str, ratios: &[Ratio], path: &Path) -> Result<(), String> {
+pub fn ratios(title: &str, y_label: &str, ratios: &[Ratio], image: Image) -> Result<Vec<u8>, String> {
     if ratios.is_empty() {
         return Err("nothing to plot".into());
     }
-    with_backend(
-        path,
+    drawn_as(
+        image,
         (900, 480),
         |area| draw_ratios(title, y_label, ratios, area),
         |area| draw_ratios(title, y_label, ratios, area),
@@ -451,11 +473,8 @@ mod tests {
     use crate::fixtures::{point, report};
 
     /// The number of lines (polylines) in the throughput plot of `report`.
-    fn lines_drawn(report: &Report, name: &str) -> usize {
-        let path = std::env::temp_dir().join(format!("lockmeter-plot-test-{}-{name}.svg", std::process::id()));
-        throughput(report, &path).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
+    fn lines_drawn(report: &Report) -> usize {
+        let svg = String::from_utf8(throughput(report, Image::Svg).unwrap()).unwrap();
         svg.matches("<polyline").count()
     }
 
@@ -471,15 +490,11 @@ mod tests {
         for p in &mut three_runs.points {
             p.ops_per_sec_runs = vec![p.ops_per_sec * 0.9, p.ops_per_sec, p.ops_per_sec * 0.95];
         }
-        assert_eq!(lines_drawn(&three_runs, "three") - lines_drawn(&one_run, "one"), 4);
+        assert_eq!(lines_drawn(&three_runs) - lines_drawn(&one_run), 4);
     }
 
-    fn drawn(name: &str, draw: impl FnOnce(&Path) -> Result<(), String>) -> Result<String, String> {
-        let path = std::env::temp_dir().join(format!("lockmeter-plot-test-{}-{name}.svg", std::process::id()));
-        draw(&path)?;
-        let svg = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        Ok(svg)
+    fn drawn(draw: impl FnOnce(Image) -> Result<Vec<u8>, String>) -> Result<String, String> {
+        Ok(String::from_utf8(draw(Image::Svg)?).unwrap())
     }
 
     /// Our variants are drawn thick, as ours; a slow panel reads in a unit
@@ -489,7 +504,7 @@ mod tests {
         assert!(is_ours("adaptive") && is_ours("adaptive-nobail") && is_ours("ticket-nobackoff"));
         assert!(!is_ours("std") && !is_ours("glibc"));
         let slow = report(vec![point("adaptive", 1, 20_000.0), point("std", 1, 15_000.0), point("adaptive", 2, 21_000.0), point("std", 2, 14_000.0)]);
-        let svg = drawn("slow", |path| throughput(&slow, path)).unwrap();
+        let svg = drawn(|image| throughput(&slow, image)).unwrap();
         assert!(svg.contains("kops/s") && !svg.contains("Mops/s"), "the unit of a 20,000 ops/s panel");
     }
 
@@ -505,7 +520,7 @@ mod tests {
             "tas-floor", "cas-floor", "adaptive-oncpu",
         ];
         let points = locks.iter().enumerate().flat_map(|(i, lock)| [point(lock, 2, 10.0 + i as f64), point(lock, 64, 20.0 + i as f64)]).collect();
-        let svg = drawn("colours", |path| throughput(&report(points), path)).unwrap();
+        let svg = drawn(|image| throughput(&report(points), image)).unwrap();
         let colours: std::collections::HashSet<&str> =
             svg.split("stroke=\"").skip(1).filter_map(|rest| rest.split('"').next()).filter(|c| c.starts_with('#')).collect();
         // The locks' colours, and the axes' black (one of the locks').
@@ -536,11 +551,11 @@ mod tests {
             p
         };
         let two_panels = report(vec![at("adaptive", 1000), at("std", 1000), at("adaptive", 10000), at("std", 10000)]);
-        let svg = drawn("panels", |path| histogram(&two_panels, 4, path)).unwrap();
+        let svg = drawn(|image| histogram(&two_panels, 4, image)).unwrap();
         assert!(svg.contains("P=1000ns") && svg.contains("P=10000ns"), "both panels drawn");
         let mut untimed = report(vec![point("glibc", 4, 1.0)]);
         untimed.points[0].wait_ns = None;
-        let refused = drawn("untimed", |path| histogram(&untimed, 4, path)).unwrap_err();
+        let refused = drawn(|image| histogram(&untimed, 4, image)).unwrap_err();
         assert!(refused.contains("no timed acquisitions at 4 threads"), "{refused}");
     }
 }

@@ -394,8 +394,8 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // The path was checked before the rounds; a plot that still cannot
     // be drawn fails the command, after the verdict above.
     if let Some(path) = &options.plot {
-        plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, path)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", path.display())))?;
+        crate::args::write_plot(path, |image| plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, image))
+            .map_err(Failure::runtime)?;
         outln!("\nPlot: {}", path.display());
     }
     Ok(())

@@ -200,6 +200,30 @@ pub fn destination(path: &Path) -> Result<Destination, String> {
 }
 
 
+/// Whether two paths name one file, made or to be made: each resolved
+/// through its links and its directory's (`sub/../t.txt` is `t.txt`, a
+/// link's name its target). A device or descriptor (`/dev/stdout`) is
+/// no file to collide on.
+pub fn same_file_name(a: &Path, b: &Path) -> bool {
+    let file = |path: &Path| -> Option<PathBuf> {
+        let Destination::File(target) = destination(path).ok()? else { return None };
+        let target = lockmeter_stats::profile::link_target(&target);
+        let directory = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(std::fs::canonicalize(directory).ok()?.join(target.file_name()?))
+    };
+    matches!((file(a), file(b)), (Some(a), Some(b)) if a == b)
+}
+
+/// An output that names one of the inputs: written, it would replace
+/// what was read (`report p.json --format csv -o p.json` left a CSV where
+/// the profile was).
+pub fn check_not_an_input(output: &Path, inputs: &[PathBuf]) -> Result<(), String> {
+    match inputs.iter().find(|input| same_file_name(input, output)) {
+        Some(input) => Err(format!("-o {} is the input {}: give the output its own file", output.display(), input.display())),
+        None => Ok(()),
+    }
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
 /// reader never sees half a file (in place for a device or pipe).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
@@ -240,13 +264,19 @@ fn temp_path(path: &Path) -> Result<PathBuf, String> {
 /// that feeds the plot, so a long run is never lost to a typo in its name
 /// or a missing font.
 pub fn check_plot_path(path: &Path) -> Result<(), String> {
-    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    if !matches!(ext.as_deref(), Some("svg") | Some("png")) {
-        return Err(format!("{}: the plot file must end in .svg or .png", path.display()));
-    }
+    lockmeter_bench::plot::Image::for_file(path)?;
     check_directory_exists(&lockmeter_stats::profile::link_target(path))?;
     check_writable(path)?;
     lockmeter_bench::plot::ready()
+}
+
+/// Draws a plot as `path` names it (SVG or PNG) and writes it there as
+/// every output is written (errors name the file) ([`write_atomically`]: a link followed, a
+/// device or FIFO written in place, never replaced by a file).
+pub fn write_plot(path: &Path, draw: impl FnOnce(lockmeter_bench::plot::Image) -> Result<Vec<u8>, String>) -> Result<(), String> {
+    let image = lockmeter_bench::plot::Image::for_file(path)?;
+    let bytes = draw(image).map_err(|e| format!("{}: {e}", path.display()))?;
+    write_atomically(path, &bytes)
 }
 
 /// The directory `path` is to be written in exists.

@@ -1,6 +1,6 @@
 //! `lockmeter bench`: the seeds' experiments, our locks against the peers.
 
-use crate::args::{self, check_plot_path, check_writable, write_atomically};
+use crate::args::{self, check_plot_path, check_writable, write_atomically, write_plot};
 use crate::progress::Progress;
 use crate::run::Failure;
 use lockmeter_bench::experiment::{self, Experiment};
@@ -341,7 +341,7 @@ pub fn validate(o: &Options) -> Result<(), String> {
         .filter_map(|(name, path)| path.as_ref().map(|p| (name, p)))
         .collect();
     for (i, (name, path)) in outputs.iter().enumerate() {
-        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| same_file_name(p, path)) {
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| args::same_file_name(p, path)) {
             return Err(format!("{other} and {name} both name {}: give each its own file", path.display()));
         }
     }
@@ -362,20 +362,6 @@ pub fn validate(o: &Options) -> Result<(), String> {
         return Err("--locks does not apply with --fs (the kernel's locks are measured, not ours)".into());
     }
     Ok(())
-}
-
-/// Whether two paths name one file, made or to be made: each resolved
-/// through its links and its directory's (`sub/../t.txt` is `t.txt`, a
-/// link's name its target). A device or descriptor (`/dev/stdout`) is
-/// no file to collide on.
-fn same_file_name(a: &Path, b: &Path) -> bool {
-    let file = |path: &Path| -> Option<PathBuf> {
-        let args::Destination::File(target) = args::destination(path).ok()? else { return None };
-        let target = lockmeter_stats::profile::link_target(&target);
-        let directory = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        Some(std::fs::canonicalize(directory).ok()?.join(target.file_name()?))
-    };
-    matches!((file(a), file(b)), (Some(a), Some(b)) if a == b)
 }
 
 pub fn run(o: Options) -> Result<(), String> {
@@ -556,12 +542,12 @@ fn emit(text: &str, output: Option<&Path>) -> Result<(), String> {
 /// Draws the requested plots of `report`.
 fn draw_plots(report: &Report, throughput: Option<&Path>, histogram: Option<&Path>, threads: Option<usize>) -> Result<(), String> {
     if let Some(path) = throughput {
-        plot::throughput(report, path).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_plot(path, |image| plot::throughput(report, image))?;
         say!("lockmeter: wrote {}", path.display());
     }
     if let Some(path) = histogram {
         let threads = threads.unwrap_or_else(|| report.points.iter().map(|p| p.threads).max().unwrap_or(1));
-        plot::histogram(report, threads, path).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_plot(path, |image| plot::histogram(report, threads, image))?;
         say!("lockmeter: wrote {}", path.display());
     }
     Ok(())
@@ -582,6 +568,12 @@ pub fn plot_saved(
     }
     for path in [throughput, histogram].into_iter().flatten() {
         check_plot_path(path).map_err(Failure::usage)?;
+    }
+    if let (Some(a), Some(b)) = (throughput, histogram) {
+        // The second replaced the first, silently.
+        if args::same_file_name(a, b) {
+            return Err(Failure::usage(format!("--throughput and --histogram both name {}: give each its own file", b.display())));
+        }
     }
     let text = std::fs::read_to_string(report)
         .map_err(|e| Failure::usage(format!("reading {}: {}", report.display(), lockmeter_stats::profile::io_reason(&e))))?;

@@ -180,7 +180,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     );
     outln!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
     if let Some(plot) = &settings.plot {
-        lockmeter_bench::plot::throughput(&scaling, plot)?;
+        crate::args::write_plot(plot, |image| lockmeter_bench::plot::throughput(&scaling, image))?;
         outln!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)", plot.display());
     }
     outln!();

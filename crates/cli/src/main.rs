@@ -684,9 +684,26 @@ fn command_main() -> ExitCode {
         }
         Command::Report { files, rendering, output } => {
             let rendering = rendering.rendering(output.as_deref());
-            let reported = match files.as_slice() {
-                [file] if bench::is_saved_report(file) => bench::report_saved(file, rendering.format, output.as_deref()),
-                _ => run::report(&files, &rendering, output.as_deref()),
+            let usage = |message: String| {
+                say!("lockmeter: error: {message}");
+                ExitCode::from(2)
+            };
+            if let Some(Err(message)) = output.as_deref().map(|o| args::check_not_an_input(o, &files)) {
+                return usage(message);
+            }
+            let bench_report = files.iter().find(|f| bench::is_saved_report(f));
+            let reported = match (files.as_slice(), bench_report) {
+                ([_, _, ..], Some(bench_report)) => {
+                    return usage(format!("{} is a bench report, which renders alone: give it by itself", bench_report.display()));
+                }
+                (_, Some(bench_report)) if rendering.merge || rendering.sort != lockmeter_stats::profile::SortKey::Wait || !rendering.min_wait.is_zero() => {
+                    return usage(format!(
+                        "--sort, --min-wait and --merge choose the rows of a profile; {} is a bench report, shown whole",
+                        bench_report.display()
+                    ));
+                }
+                (_, Some(bench_report)) => bench::report_saved(bench_report, rendering.format, output.as_deref()),
+                (_, None) => run::report(&files, &rendering, output.as_deref()),
             };
             return match reported {
                 Ok(()) => ExitCode::SUCCESS,

@@ -213,6 +213,24 @@ fn save_keeps_the_json_beside_the_table() {
         assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
         assert_eq!(String::from_utf8(again.stdout).unwrap(), table);
     }
+    // What `report` cannot do with a bench report is said (exit 2): the
+    // profile-only options were ignored, and a bench report beside a
+    // profile read "not a valid lockmeter profile"; nor is an input
+    // overwritten by the output (a CSV had replaced the report).
+    let sem = dir.join("sem.json");
+    let kept = std::fs::read(&sem).unwrap();
+    for (args, needle) in [
+        (vec!["--sort", "hold"], "--sort, --min-wait and --merge choose the rows of a profile"),
+        (vec!["--merge"], "--sort, --min-wait and --merge choose the rows of a profile"),
+        (vec![dir.join("pair.json").to_str().unwrap()], "is a bench report, which renders alone"),
+        (vec!["--format", "csv", "-o", sem.to_str().unwrap()], "is the input"),
+    ] {
+        let out = lockmeter().arg("report").arg(&sem).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&sem).unwrap(), kept, "the report left as it was");
     // A descriptor is no file to collide with (both were refused once).
     let piped = lockmeter().args(["bench", "pair", "--quick", "--locks", "glibc", "-o", "/dev/stdout", "--save"]).arg(dir.join("new.json")).output().unwrap();
     assert!(piped.status.success() && dir.join("new.json").exists(), "{}", String::from_utf8_lossy(&piped.stderr));
@@ -517,6 +535,28 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced by the plot");
     assert!(std::fs::read_to_string(&real).unwrap().contains("adaptive"));
+    // A link to a FIFO: the plot goes through it to its reader, and the
+    // FIFO stays one (drawn beside the FIFO and renamed, it became a
+    // regular file; through a link to /dev/null, as root, the device was
+    // replaced).
+    let (fifo, to_fifo) = (dir.join("plot.fifo"), dir.join("to-fifo.svg"));
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read_to_string(fifo).unwrap()
+    });
+    let out = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&to_fifo).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // (Checked first: a reader of a replaced FIFO waits for ever.)
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::metadata(&fifo).unwrap().file_type()), "the FIFO was replaced");
+    assert!(reader.join().unwrap().contains("adaptive"), "the plot reached the FIFO's reader");
+    // Both plots to one file: the second replaced the first.
+    let twice = lockmeter().arg("plot").arg(&json).arg("--throughput").arg(&svg).arg("--histogram").arg(dir.join(".").join("again.svg")).output().unwrap();
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("--throughput and --histogram both name"), "{}", String::from_utf8_lossy(&twice.stderr));
     // Bad input is a one-line usage error (exit 2), found before drawing:
     // a plot file nobody can write or draw, a pair report (nothing to
     // plot against threads), a truncated report (not a panic).

@@ -305,6 +305,13 @@ fn min_wait_chooses_the_rows_of_csv_and_json_too() {
     // Past u64 nanoseconds, a threshold hides everything (it wrapped).
     assert!(csv_locks(&["--min-wait", "18446744073709551615ns"]).is_empty());
     assert!(csv_locks(&["--min-wait", "18446744074s"]).is_empty());
+    // An output naming the input (through another spelling) is refused:
+    // it replaced the profile with its own rendering.
+    let kept = std::fs::read(&file).unwrap();
+    let over = lockmeter().arg("report").arg(&file).args(["--format", "csv", "-o"]).arg(dir.join(".").join("p.json")).output().unwrap();
+    assert_eq!(over.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&over.stderr).contains("is the input"), "{}", String::from_utf8_lossy(&over.stderr));
+    assert_eq!(std::fs::read(&file).unwrap(), kept);
     let json = lockmeter().arg("report").arg(&file).args(["--format", "json", "--min-wait", "10s"]).output().unwrap();
     let json = Profile::from_json(&String::from_utf8_lossy(&json.stdout), "json").unwrap();
     assert!(json.locks.is_empty(), "JSON honours --min-wait when given");
