@@ -215,6 +215,17 @@ pub fn steal_note(provenance: &Provenance) -> Option<String> {
         .map(|steal| format!("(the hypervisor gave {steal:.1}% of the CPUs' time to other guests during the run: figures are the noisier for it)"))
 }
 
+/// A run's full statistics and the time they cover.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// The lock's statistics.
+    pub snapshot: Snapshot,
+    /// From the start to the last worker's end, seconds: the holds of
+    /// operations begun before the stop end after it, and over the run's
+    /// length alone a lock always held read 100.6% busy.
+    pub seconds: f64,
+}
+
 /// Wait-time summary of a point (sampled acquisitions of its median run).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WaitSummary {
@@ -345,7 +356,7 @@ pub struct PointResult {
     pub per_thread_ops: PerThreadOps,
     /// Full statistics of the median run (with `Recording::Full`).
     #[serde(skip)]
-    pub stats: Option<Snapshot>,
+    pub stats: Option<Recorded>,
     /// Wall time of the median run, seconds: the run's length, or
     /// longer when the stop waited for a CPU.
     #[serde(default)]
@@ -386,7 +397,7 @@ pub struct SpinsOnOwner {
 /// What one run measured.
 struct Run {
     seconds: f64,
-    stats: Option<Snapshot>,
+    stats: Option<Recorded>,
     ops_per_sec: f64,
     ops_per_cpu_sec: f64,
     per_thread: Vec<u64>,
@@ -581,12 +592,13 @@ impl Experiment {
         // and the samples' summary, the clock took in their time too: 37
         // ms of 5.8 million samples in a 0.5 s `sem` run.)
         let elapsed = stop.run_seconds();
+        let stats = shared.lock.stats().map(|snapshot| Recorded { snapshot, seconds: stop.seconds_since_start() });
         // Summarised now: a run's raw samples can be tens of megabytes.
         let wait = wait_summary(&mut wait_cycles);
         let ops: u64 = per_thread.iter().sum();
         Ok(Run {
             seconds: elapsed,
-            stats: shared.lock.stats(),
+            stats,
             ops_per_sec: ops as f64 / elapsed,
             ops_per_cpu_sec: ops as f64 / cpu,
             per_thread,
@@ -643,6 +655,11 @@ impl Stop {
     fn run_seconds(&self) -> f64 {
         let (started, stopped) = (self.started_ns.load(Ordering::Relaxed), self.stopped_ns.load(Ordering::Relaxed));
         stopped.saturating_sub(started).max(1) as f64 * 1e-9
+    }
+
+    /// From the start to now.
+    fn seconds_since_start(&self) -> f64 {
+        monotonic_ns().saturating_sub(self.started_ns.load(Ordering::Relaxed)).max(1) as f64 * 1e-9
     }
 }
 

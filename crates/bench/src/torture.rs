@@ -381,7 +381,8 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
     }
     // The watchdog.
     let mut last: Vec<(u64, Instant)> = arena.progress.iter().map(|p| (p.load(Relaxed), start)).collect();
-    while start.elapsed() < config.duration && !arena.stop.load(Relaxed) {
+    // (A stop asked of the process, ^C in the demo, ends it early too.)
+    while start.elapsed() < config.duration && !arena.stop.load(Relaxed) && crate::interrupt::requested().is_none() {
         std::thread::sleep(Duration::from_millis(20));
         let now = Instant::now();
         for (i, progress) in arena.progress.iter().enumerate() {

@@ -119,16 +119,27 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     }
     let before = children_cpu();
     let start = Instant::now();
-    let output = command.output().map_err(|e| crate::run::cannot_run(program, &e))?;
-    let wall = start.elapsed().as_secs_f64();
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| crate::run::cannot_run(program, &e))?;
+    let stdout = crate::run::Captured::start(child.stdout.take());
+    let stderr = crate::run::Captured::start(child.stderr.take());
+    // Timed to CMD's end, not to the end of its output: a process it
+    // left running in the background keeps the pipes open (`sleep 1 &`
+    // read a second for every variant).
+    let (status, ended) = crate::stop::wait(&mut child).map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
+    let wall = ended.duration_since(start).as_secs_f64();
     let cpu = children_cpu() - before;
-    if !output.status.success() {
-        let how = match (output.status.code(), output.status.signal()) {
+    let (stdout, stderr) = (stdout.finish(), stderr.finish());
+    if !status.success() {
+        let how = match (status.code(), status.signal()) {
             (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => format!("signal {signal}"),
+            (None, Some(signal)) => crate::run::signal_name(signal),
             _ => "an unknown status".into(),
         };
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = String::from_utf8_lossy(&stderr);
         let last = stderr.lines().last().unwrap_or("").trim().to_string();
         return Err(Failure::runtime(format!(
             "under {} it ended with {how}{}",
@@ -139,11 +150,18 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     let metric = match &options.metric {
         None => None,
         Some(regex) => {
-            let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-            let found = regex
-                .captures(&text)
+            // The last match (a program that prints progress prints its
+            // final figure last), in its stdout, else in its stderr: the
+            // two were joined with nothing between them ("12" and "34 on
+            // the next line" read 1234).
+            let (stdout, stderr) = (String::from_utf8_lossy(&stdout), String::from_utf8_lossy(&stderr));
+            let found = [&stdout, &stderr]
+                .into_iter()
+                .find_map(|text| regex.captures_iter(text).last())
                 .ok_or_else(|| Failure::runtime(format!("--metric {:?} matched nothing in the output under {}", regex.as_str(), variant.name())))?;
-            let figure = found.get(1).or_else(|| found.get(0)).map(|m| m.as_str()).unwrap_or("");
+            // The first group that took part in the match, else the whole
+            // match.
+            let figure = found.iter().skip(1).flatten().next().or_else(|| found.get(0)).map(|m| m.as_str()).unwrap_or("");
             let value = figure.trim().parse::<f64>().map_err(|_| Failure::runtime(format!("--metric matched {figure:?}, which is not a number")))?;
             // Every ratio is to glibc's figure: with it 0 (or any figure
             // not a finite throughput) the ratios read NaN and the verdict
@@ -201,8 +219,12 @@ enum Verdict {
     TooFewRounds,
     /// It won every round by 3% or more, in enough rounds.
     Recommend,
-    /// It lost a round, or won by less than 3%.
+    /// It lost a round (or won it by less than 3%), with a median gain
+    /// of 3% or more.
     WithinNoise,
+    /// Its median gain is under 3%: too small to call, however many
+    /// rounds ran.
+    TooSmall,
 }
 
 /// The verdict on a variant that won `wins` of `rounds` paired rounds,
@@ -210,7 +232,9 @@ enum Verdict {
 fn verdict(wins: usize, rounds: usize, variants: usize, gain: f64) -> Verdict {
     if gain < 0.0 {
         Verdict::KeepGlibc
-    } else if wins < rounds || gain < MIN_GAIN {
+    } else if gain < MIN_GAIN {
+        Verdict::TooSmall
+    } else if wins < rounds {
         Verdict::WithinNoise
     } else if chance_of_a_sweep(rounds, variants) > SIGNIFICANCE {
         Verdict::TooFewRounds
@@ -261,7 +285,15 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     }
     // Found as `run` finds it: a missing or unrunnable command is 127 or
     // 126 with the shell's words, before any round.
-    crate::run::find_program(&options.command[0])?;
+    let program = crate::run::find_program(&options.command[0])?;
+    if crate::run::statically_linked(&program) {
+        // Every variant would run glibc's locks, and the profile would
+        // say it took none: a verdict on nothing.
+        return Err(Failure::usage(format!(
+            "{} is statically linked: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
+            program.display()
+        )));
+    }
     let library = library()?;
     let rounds = options.repeat;
     let mut progress = Progress::new(1 + rounds * options.variants.len());
@@ -271,12 +303,25 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     progress.step("profiling it once");
     let operations = crate::run::lock_operations(&options.command, stdin(options)?);
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); options.variants.len()];
+    let total = rounds * options.variants.len();
+    let interrupted = |done: usize| Failure::runtime(format!("interrupted after {done} of {total} runs; nothing written"));
+    if crate::stop::requested().is_some() {
+        progress.finish();
+        return Err(interrupted(0));
+    }
     // Interleaved: every variant runs once before any runs twice, so a slow
     // moment of the machine falls on all of them alike.
     for round in 0..rounds {
         for (i, &variant) in options.variants.iter().enumerate() {
             progress.step(&format!("round {}/{rounds}: {}", round + 1, variant.name()));
-            match run_once(options, variant, &library) {
+            let run = run_once(options, variant, &library);
+            // A stop ends CMD too (^C from the terminal, SIGTERM passed
+            // on): its failure is the stop's, not the variant's.
+            if crate::stop::requested().is_some() {
+                progress.finish();
+                return Err(interrupted(round * options.variants.len() + i));
+            }
+            match run {
                 Ok(run) => runs[i].push(run),
                 Err(failure) => {
                     progress.finish();
@@ -375,8 +420,13 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                     "Recommendation: {variant} ({name} {shown}x glibc's; better by 3% or more in {wins} of {n} paired rounds, a chance of {:.1}% if none of the {tried} tried were better).",
                     100.0 * chance
                 );
-                outln!("Try it: lockmeter run --lock {variant} -- {}", options.shown_as);
+                let input = options.input.as_ref().map_or(String::new(), |path| format!(" < {}", shell_quoted(&path.to_string_lossy())));
+                outln!("Try it: lockmeter run --lock {variant} -- {}{input}", options.shown_as);
             }
+            Verdict::TooSmall => outln!(
+                "No recommendation: the best, {variant} ({name} {shown}x glibc's), gains less than 3% over glibc's locks here, \
+                 too little to call a change for."
+            ),
             Verdict::WithinNoise => outln!(
                 "No recommendation: the best, {variant} ({name} {shown}x glibc's), was better by 3% or more in {wins} of {n} rounds; \
                  the differences are within the noise. More rounds (--repeat) can tell."
@@ -424,7 +474,10 @@ mod tests {
         assert_eq!(verdict(3, 3, 1, 0.30), Verdict::TooFewRounds);
         assert_eq!(verdict(5, 5, 1, 0.30), Verdict::Recommend);
         assert_eq!(verdict(6, 7, 1, 0.30), Verdict::WithinNoise);
-        assert_eq!(verdict(7, 7, 1, 0.02), Verdict::WithinNoise);
+        // Under 3% is too small to call however many rounds run (it said
+        // more rounds could tell).
+        assert_eq!(verdict(7, 7, 1, 0.02), Verdict::TooSmall);
+        assert_eq!(verdict(2, 7, 1, 0.01), Verdict::TooSmall);
         assert_eq!(verdict(0, 7, 1, -0.10), Verdict::KeepGlibc);
         // The best of seven sweeps five rounds by chance one time in five:
         // eight rounds it takes.

@@ -90,6 +90,7 @@ fn all_locks() -> Vec<LockKind> {
 }
 
 pub fn run(settings: &Settings) -> Result<(), String> {
+    crate::stop::install();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     outln!("lockmeter demo: our locks and the peers, side by side in one process, on {cores} cores.");
     outln!(
@@ -146,10 +147,11 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     for (s, (scenario, (points, stats))) in SCENARIOS.iter().zip(&results).enumerate() {
         print_scenario(2 * s + 2, scenario, points);
         outln!("{}. The lockmeter report of our locks, {} (one recording run each)\n", 2 * s + 3, scenario.title);
-        // Each row over its own run's length (UTIL's denominator).
+        // Each row over the time its own statistics cover (UTIL's
+        // denominator).
         for (i, (name, point)) in names.iter().zip(stats).enumerate() {
-            let snapshot = point.stats.as_ref().ok_or("a recording run returned no statistics")?;
-            let text = report::render(&[Row { name, stats: snapshot, call_site: false }], point.median_run_seconds * 1e9);
+            let recorded = point.stats.as_ref().ok_or("a recording run returned no statistics")?;
+            let text = report::render(&[Row { name, stats: &recorded.snapshot, call_site: false }], recorded.seconds * 1e9);
             let mut lines = text.lines();
             let header = lines.next().unwrap_or_default();
             if i == 0 {
@@ -170,7 +172,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     );
     let picked: Vec<&PointResult> = stats.iter().filter(|p| ["adaptive", "futex", "ticket"].contains(&p.lock.as_str())).collect();
     let titles: Vec<&str> = picked.iter().map(|p| p.lock.as_str()).collect();
-    let histograms: Vec<_> = picked.iter().filter_map(|p| p.stats.as_ref().map(|s| &s.wait_histogram)).collect();
+    let histograms: Vec<_> = picked.iter().filter_map(|p| p.stats.as_ref().map(|s| &s.snapshot.wait_histogram)).collect();
     out!("{}", render_side_by_side(&titles, &histograms));
     outln!();
 
@@ -185,8 +187,11 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     }
     outln!();
     profile_a_program(2 * SCENARIOS.len() + 4, settings.plot.as_deref());
+    not_stopped()?;
     let tortured = torture_every_lock(2 * SCENARIOS.len() + 7);
+    not_stopped()?;
     kernel_assisted_spinning(2 * SCENARIOS.len() + 8, settings, &calibration);
+    not_stopped()?;
     outln!("Next: `lockmeter run -- YOUR_PROGRAM` profiles your own program's locks (--format json|csv|folded|pprof|flamegraph),");
     outln!("`lockmeter run --lock adaptive -- YOUR_PROGRAM` serves them with ours, `lockmeter advise -- YOUR_PROGRAM` tries them all;");
     outln!("`lockmeter bench duty|sem|dir|pair` runs the seeds' experiments in full, with JSON, CSV and plots;");
@@ -335,8 +340,23 @@ fn profile_a_program(number: usize, plot: Option<&std::path::Path>) {
         Ok((status, _, _)) => outln!("   (the program failed under the profiler: {status})\n"),
         Err(failure) => outln!("   (skipped: {})\n", failure.message),
     }
+    if crate::stop::requested().is_some() {
+        return;
+    }
     cure_a_program(number + 1, &binary, plot);
+    if crate::stop::requested().is_some() {
+        return;
+    }
     profile_a_hung_program(number + 2, &binary);
+}
+
+/// An error once a stop (^C, SIGTERM) came: the demo ends there, its
+/// scratch files removed (a section's results cut short are not shown).
+fn not_stopped() -> Result<(), String> {
+    match crate::stop::requested() {
+        Some(_) => Err("interrupted; the demo's files removed".into()),
+        None => Ok(()),
+    }
 }
 
 /// Section: a hung program, stopped by its watchdog: the profile shows
@@ -384,8 +404,10 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::pa
         plot: plot.map(advise_plot),
         input: None,
     };
-    if let Err(failure) = crate::advise::advise(&options) {
-        outln!("   (skipped: {})", failure.message);
+    match crate::advise::advise(&options) {
+        Err(_) if crate::stop::requested().is_some() => return,
+        Err(failure) => outln!("   (skipped: {})", failure.message),
+        Ok(()) => {}
     }
     outln!();
 }

@@ -64,6 +64,7 @@ mod demo;
 mod progress;
 mod oncpu;
 mod run;
+mod stop;
 mod torture;
 
 use clap::{Parser, Subcommand};
@@ -100,14 +101,24 @@ enum Command {
     /// by side in one process, interleaved (every lock runs once before any
     /// runs twice), and prints medians: the cost of an uncontended
     /// lock+unlock pair, throughput and fairness under contention, the
-    /// lockmeter report of each of our locks, seed 000's wait histogram, and
-    /// seed 003's scaling test drawn as a plot (lockmeter-demo.svg).
+    /// lockmeter report of each of our locks, seed 000's wait histogram,
+    /// seed 003's scaling test drawn as a plot (lockmeter-demo.svg); then
+    /// a bundled C program profiled, cured (`advise`, its plot beside
+    /// the first) and profiled hung, a torture of every algorithm and of
+    /// a broken lock it must catch, and adaptive with the on-CPU table
+    /// (as root).
+    ///
+    /// Exit status: 0; 1 when a lock failed its torture (or the broken
+    /// one was not caught) or a measurement could not run; 2 for bad
+    /// options. ^C or SIGTERM stops it, removes its files, and it dies
+    /// of the signal.
+    #[command(verbatim_doc_comment)]
     Demo {
         /// Rounds of every measurement (medians are over rounds) [default: 3; --quick: 1].
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
         rounds: Option<u32>,
-        /// Length of each contended run, e.g. 300ms or 1s [default: 300ms; --quick: 50ms].
-        #[arg(long, value_parser = args::positive_duration)]
+        /// Length of each contended run, e.g. 300ms or 1s, 1ms or more [default: 300ms; --quick: 50ms].
+        #[arg(long, value_parser = args::millisecond_or_more)]
         run: Option<std::time::Duration>,
         /// A fast smoke run (1 round, 50 ms runs, unless --rounds or --run
         /// say otherwise): checks everything works, measures nothing worth
@@ -153,6 +164,9 @@ enum Command {
     },
     /// Draw the plots of a saved `lockmeter bench --format json` report,
     /// without running it again.
+    ///
+    /// Exit status: 0 when drawn; 2 for bad options or a file that is
+    /// not a bench report; 1 when a plot cannot be drawn or written.
     ///
     /// Example: lockmeter plot duty.json --histogram hist.svg --threads 16 --locks adaptive,futex,parking_lot
     Plot {
@@ -281,11 +295,20 @@ enum Command {
     /// standard input is empty (/dev/null), or --input FILE, read afresh
     /// each run.
     ///
-    /// Exit status: 0 when every round ran, whatever the verdict (its
-    /// first words say it: "Recommendation:", "Keep glibc's locks", "No
-    /// recommendation"); 1 when CMD failed under some lock or --metric
-    /// found no throughput in its output; 2 for bad options; 126 or 127
-    /// when CMD cannot be run.
+    /// CMD runs once more first, under the profiler, to count its pthread
+    /// lock operations; a statically linked CMD, which no preload reaches,
+    /// is refused. Wall time runs to CMD's end (not to that of a process
+    /// it leaves running); --metric reads the last match, in stdout, else
+    /// in stderr, from its first group that matched (else the whole
+    /// match).
+    ///
+    /// Exit status: 0 when every round ran and the plot, if any, was
+    /// written, whatever the verdict (its first words say it:
+    /// "Recommendation:", "Keep glibc's locks", "No recommendation"); 1
+    /// when CMD failed under some lock, --metric found no throughput in
+    /// its output, or the plot could not be written; 2 for bad options;
+    /// 126 or 127 when CMD cannot be run. ^C or SIGTERM (passed on to
+    /// CMD) stops it: no other run starts and it dies of the signal.
     ///
     /// Examples:
     ///   lockmeter advise -- ./server --bench 5s
@@ -363,6 +386,9 @@ enum Command {
     /// one run: FILE and FILE.PID) render one after the other in table,
     /// csv and folded; json, pprof and flamegraph take one. A saved bench
     /// report (`bench --save`) renders as its table, csv or json.
+    ///
+    /// Exit status: 0 when rendered; 2 for bad options or a file that
+    /// cannot be read as a profile; 1 when the output cannot be written.
     ///
     /// Examples:
     ///   lockmeter report prof.json --format pprof -o prof.pb.gz
@@ -580,7 +606,13 @@ fn command_main() -> ExitCode {
                 let run = run.unwrap_or(std::time::Duration::from_millis(300));
                 demo::Settings { rounds: rounds.unwrap_or(3), run, pairs: 2_000_000, plot }
             };
-            demo::run(&settings)
+            let result = demo::run(&settings);
+            if let (Some(signal), Err(message)) = (stop::requested(), &result) {
+                say!("lockmeter: {message}");
+                stop::die_of(signal);
+                return ExitCode::from(128 + signal as u8);
+            }
+            result
         }
         Command::Bench { workload } => {
             let options = bench::Options::new(workload);
@@ -674,9 +706,15 @@ fn command_main() -> ExitCode {
                 }
             }
             let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat, metric, plot, input };
-            return match advise::advise(&options) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(failure) => {
+            stop::install();
+            return match (advise::advise(&options), stop::requested()) {
+                (Ok(()), _) => ExitCode::SUCCESS,
+                (Err(failure), Some(signal)) => {
+                    say!("lockmeter: {}", failure.message);
+                    stop::die_of(signal);
+                    ExitCode::from(128 + signal as u8)
+                }
+                (Err(failure), None) => {
                     say!("lockmeter: error: {}", failure.message);
                     ExitCode::from(failure.code)
                 }

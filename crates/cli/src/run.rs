@@ -285,7 +285,7 @@ pub fn cannot_run(program: &std::ffi::OsStr, error: &std::io::Error) -> Failure 
 /// static binary: LD_PRELOAD cannot reach it). Reads the header and the
 /// program headers only (reading the whole file took 7 s and 1.5 GB for a
 /// 1.5 GB binary).
-fn statically_linked(path: &Path) -> bool {
+pub fn statically_linked(path: &Path) -> bool {
     use std::os::unix::fs::FileExt as _;
     let Ok(file) = std::fs::File::open(path) else { return false };
     let mut header = [0u8; 64];
@@ -310,7 +310,7 @@ fn statically_linked(path: &Path) -> bool {
     !has_interp && !has_dynamic
 }
 
-fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",
@@ -469,11 +469,46 @@ fn profile_tree(
         .stderr(stderr)
         .spawn()
         .map_err(|e| Failure::runtime(format!("cannot run {}: {}", program.to_string_lossy(), profile::io_reason(&e))))?;
+    let mut child = child;
     let root = child.id();
-    let output = child.wait_with_output().map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
+    let stdout = Captured::start(child.stdout.take());
+    let (status, _) = crate::stop::wait(&mut child).map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
     let profiles = collect(&scratch.0, root).into_iter().filter_map(Result::ok).collect();
-    Ok((output.status, output.stdout, root, profiles))
+    Ok((status, stdout.finish(), root, profiles))
 }
+
+/// One of CMD's output pipes, read by a thread of its own as CMD runs.
+pub struct Captured {
+    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    eof: std::sync::mpsc::Receiver<()>,
+}
+
+impl Captured {
+    pub fn start(pipe: Option<impl std::io::Read + Send + 'static>) -> Captured {
+        let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (reached_eof, eof) = std::sync::mpsc::channel();
+        if let Some(mut pipe) = pipe {
+            let read = read.clone();
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 65536];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    read.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+                }
+                let _ = reached_eof.send(());
+            });
+        }
+        Captured { read, eof }
+    }
+
+    /// What CMD wrote, once it has ended: the pipe's end follows at once,
+    /// unless a process it left running holds the pipe open, whose later
+    /// output is not CMD's (its reader is left to it).
+    pub fn finish(self) -> Vec<u8> {
+        let _ = self.eof.recv_timeout(std::time::Duration::from_millis(200));
+        std::mem::take(&mut *self.read.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 
 /// Removes the scratch directory when dropped.
 /// A private directory (0700, a name nobody can guess), removed with

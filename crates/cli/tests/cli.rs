@@ -312,3 +312,66 @@ fn advise_runs_enough_rounds_to_recommend_by_default() {
         assert!(text.contains(&format!("lockmeter advise: true ({rounds}")), "{locks}: {text}");
     }
 }
+
+/// advise times CMD to its end, not to the end of its output: a process
+/// it leaves running with the pipes open (`sleep 1 &`) read a second for
+/// every variant. The metric is the last match in stdout, then in stderr
+/// (the two were joined with nothing between them: "12" and "34" read
+/// 1234), from the first group that took part in the match.
+#[test]
+fn advise_times_cmd_and_reads_the_metric_from_its_own_stream() {
+    let out = lockmeter()
+        .current_dir("/proc")
+        .args(["advise", "--locks", "futex", "--repeat", "1", "--metric", "ops/s: (x)?([0-9]+)", "--"])
+        .args(["sh", "-c", "sleep 2 & echo ops/s: 5; printf 'ops/s: 12'; echo 34 warnings >&2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let glibc = text.lines().find(|l| l.starts_with("glibc")).unwrap_or_else(|| panic!("{text}"));
+    let fields: Vec<&str> = glibc.split_whitespace().collect();
+    let wall: f64 = fields[1].parse().unwrap();
+    assert!(wall < 1.0, "timed to CMD's end, not its background child's: {glibc}");
+    assert_eq!(fields[5], "12.000", "the last match, in stdout: {glibc}");
+}
+
+/// A stop (SIGTERM) of advise is passed on to the program running, no
+/// other run starts, its scratch directory goes, and advise dies of it
+/// (the program ran on, orphaned, and advise's files stayed).
+#[test]
+fn advise_stops_with_the_program_it_runs() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.stop", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let child = lockmeter()
+        .current_dir("/proc")
+        .args(["advise", "--locks", "futex", "--repeat", "5", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let advise = child.id();
+    let started = std::time::Instant::now();
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let program: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // SAFETY: signalling the child just spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("interrupted after 0 of 10 runs; nothing written"), "{stderr}");
+    // SAFETY: probing a pid with signal 0.
+    let alive = unsafe { libc::kill(program, 0) } == 0;
+    assert!(!alive, "the program was left running");
+    let leftover: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("lockmeter-run.{advise}.")))
+        .collect();
+    assert!(leftover.is_empty(), "scratch left: {leftover:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

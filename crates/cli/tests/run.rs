@@ -1854,6 +1854,13 @@ fn a_static_binary_gets_a_warning() {
     assert_eq!(output.status.code(), Some(5), "{stderr}");
     assert!(stderr.contains("is statically linked: LD_PRELOAD cannot see its locks"), "{stderr}");
     assert!(stderr.contains("wrote no profile"), "{stderr}");
+    // advise has nothing to compare there: every variant would run
+    // glibc's locks (it said the program took no pthread lock, and kept
+    // glibc's).
+    let advised = lockmeter().args(["advise", "--locks", "futex", "--repeat", "1", "--"]).arg(&binary).args(["status", "0"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&advised.stderr);
+    assert_eq!(advised.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is statically linked: LD_PRELOAD cannot reach its locks") && stderr.lines().count() == 1, "{stderr}");
 }
 
 /// A large executable is read in part: lockmeter reads its ELF headers to

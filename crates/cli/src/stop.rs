@@ -1,0 +1,91 @@
+//! A stop asked (^C, SIGTERM, SIGHUP) of a command that runs programs of
+//! its own one after another (`advise`, the demo): the program running
+//! is passed SIGTERM and SIGHUP (^C reaches it from the terminal, which
+//! sends it to the whole foreground group), bench runs in progress end
+//! at once, none other starts, and the command removes its scratch files
+//! and dies of the signal, as a shell loop needs to stop. Before, a
+//! SIGTERM killed `advise` and left the program it ran going, and a ^C
+//! left the demo's build directory behind. A second stop ends the
+//! command there and then.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The stop that came, 0 if none.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The program running, 0 if none.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop(signal: libc::c_int) {
+    if SIGNAL.load(Ordering::SeqCst) != 0 {
+        die_of(signal);
+    }
+    SIGNAL.store(signal, Ordering::SeqCst);
+    lockmeter_bench::interrupt::request(signal);
+    pass_on(CHILD.load(Ordering::SeqCst), signal);
+}
+
+/// Sends a stop other than ^C to the program running, if one is
+/// (async-signal-safe).
+fn pass_on(child: i32, signal: libc::c_int) {
+    if child > 0 && signal != libc::SIGINT {
+        // SAFETY: kill(2) is async-signal-safe; the child is not reaped
+        // while it is registered, so its pid is still its own.
+        unsafe { libc::kill(child, signal) };
+    }
+}
+
+/// Catches the stops; one that lockmeter was started ignoring (as under
+/// `nohup`) stays ignored.
+pub fn install() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a handler that touches atomics and calls kill and raise
+        // (async-signal-safe), for signals not ignored.
+        unsafe {
+            if libc::signal(signal, libc::SIG_IGN) != libc::SIG_IGN {
+                libc::signal(signal, on_stop as *const () as libc::sighandler_t);
+            }
+        }
+    }
+}
+
+/// Waits for `child` to end, a stop passed on to it meanwhile, and reaps
+/// it. The wait ends when the child does (a process it left running with
+/// its output pipes open makes no difference), at the instant returned
+/// with its status.
+pub fn wait(child: &mut std::process::Child) -> std::io::Result<(std::process::ExitStatus, std::time::Instant)> {
+    let pid = child.id() as i32;
+    CHILD.store(pid, Ordering::SeqCst);
+    // A stop that came before it started goes to it now.
+    pass_on(pid, SIGNAL.load(Ordering::SeqCst));
+    let ended = loop {
+        // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child to end, leaving it unreaped
+        // (WNOWAIT), so that its pid stays its own until `ended`.
+        if unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) } == 0 {
+            break Ok(std::time::Instant::now());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            break Err(error);
+        }
+    };
+    CHILD.store(0, Ordering::SeqCst);
+    let ended = ended?;
+    Ok((child.wait()?, ended))
+}
+
+/// The stop that came, if one did.
+pub fn requested() -> Option<libc::c_int> {
+    Some(SIGNAL.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// Ends lockmeter by `signal`'s default action.
+pub fn die_of(signal: libc::c_int) {
+    // SAFETY: resetting a disposition and raising a signal, both
+    // async-signal-safe.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
