@@ -376,11 +376,16 @@ impl Profiler {
     /// The site record id of `pc` for lock `index`, through the thread's
     /// one-entry cache for the lock (most locks are taken from one or two
     /// places).
+    ///
+    /// Every first count of a lock in a block comes through here (its
+    /// cache is empty then), where the block notes the lock as used: the
+    /// fast path pays nothing for it.
     #[inline(always)]
-    fn cached_site(&self, index: u32, mine: &ThreadLock, pc: usize) -> u32 {
+    fn cached_site(&self, block: &ThreadBlock, index: u32, mine: &ThreadLock, pc: usize) -> u32 {
         if mine.last_pc.load(Relaxed) == pc {
             return mine.last_site.load(Relaxed);
         }
+        block.note_used(index);
         let id = self.tables.site(index, pc).map_or(0, |(id, _)| id);
         mine.last_pc.store(pc, Relaxed);
         mine.last_site.store(id, Relaxed);
@@ -445,13 +450,13 @@ impl Profiler {
             side.nested.add(1, false);
             // At its call site too: a lock's TOTAL is its sites' (nested
             // re-locks were in the lock's row and in no site's).
-            if let Some(site) = block.site(self.cached_site(index, mine, pc)) {
+            if let Some(site) = block.site(self.cached_site(block, index, mine, pc)) {
                 count_wait(&site.counters, None, Acquired::NoWait);
             }
             return;
         }
+        let site = self.cached_site(block, index, mine, pc);
         count_wait(side, Some(&mine.hist), how);
-        let site = self.cached_site(index, mine, pc);
         // Counted per call site: counted per lock, a loop taking the lock
         // at line A then at line B sampled only A's first hold.
         let mut turn = side.acquisitions.get();
@@ -568,8 +573,8 @@ impl Profiler {
         let Some(block) = self.block_for_acquisition() else { return };
         let mine = block.lock(index);
         let side = &mine.sides[SHARED];
+        let site = self.cached_site(block, index, mine, pc);
         count_wait(side, Some(&mine.hist), how);
-        let site = self.cached_site(index, mine, pc);
         // Sampled as exclusive holds are.
         let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
@@ -637,7 +642,7 @@ impl Profiler {
         let Some((index, _)) = self.record(kind, address, pc) else { return };
         let Some(block) = self.block_for_acquisition() else { return };
         let mine = block.lock(index);
-        let site = block.site(self.cached_site(index, mine, pc)).map(|s| &s.counters);
+        let site = block.site(self.cached_site(block, index, mine, pc)).map(|s| &s.counters);
         for counters in std::iter::once(&mine.sides[side]).chain(site) {
             match timed_out_after {
                 None => counters.reject.add(1, false),
@@ -722,5 +727,32 @@ impl Profiler {
         let ns = start.elapsed().as_nanos() as f64 / f64::from(pairs);
         self.tables.release_block(block);
         ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each way a thread first counts a lock (an acquisition, a shared
+    /// one, a refusal) notes the lock in its block, and no other lock is
+    /// noted: a report reads only the noted ones.
+    #[test]
+    fn a_block_notes_every_lock_it_counts_and_no_other() {
+        let profiler = Profiler::new(0, 64).unwrap();
+        let mutexes: Vec<libc::pthread_mutex_t> = (0..4).map(|_| libc::PTHREAD_MUTEX_INITIALIZER).collect();
+        let address = |i: usize| &mutexes[i] as *const libc::pthread_mutex_t as usize;
+        profiler.acquired_exclusive(Kind::Mutex, address(0), 0x1000, Acquired::NoWait, None);
+        profiler.acquired_shared(Kind::Rwlock, address(1), 0x1010, Acquired::Waited(5), None);
+        profiler.refused(Kind::Mutex, address(2), 0x1020, EXCLUSIVE, None);
+        // Known to the tables, never counted by this thread.
+        let (untouched, _) = profiler.record(Kind::Mutex, address(3), 0x1030).unwrap();
+        let index = |i: usize| profiler.tables.existing_lock(address(i)).unwrap().0;
+        let mut noted: Vec<u32> = profiler.block().unwrap().used_locks().collect();
+        noted.sort_unstable();
+        let mut counted = vec![index(0), index(1), index(2)];
+        counted.sort_unstable();
+        assert_eq!(noted, counted);
+        assert!(!noted.contains(&untouched));
     }
 }

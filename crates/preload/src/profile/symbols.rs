@@ -20,6 +20,9 @@ struct Module {
 struct Symbol {
     address: u64,
     size: u64,
+    /// As the symbol table spells it (mangled): demangled when it is
+    /// named in a profile. Demangling every symbol of every object as
+    /// they were read took rustc's and node's exits 0.6-2.5 s.
     name: String,
     code: bool,
 }
@@ -109,7 +112,7 @@ fn load_symbols(path: &str) -> Vec<Symbol> {
             (!name.is_empty()).then(|| Symbol {
                 address: s.address(),
                 size: s.size(),
-                name: readable_name(name),
+                name: name.to_string(),
                 code: s.kind() == SymbolKind::Text,
             })
         })
@@ -136,12 +139,13 @@ impl Module {
         self.segments.iter().any(|&(start, end)| svma >= start && svma < end)
     }
 
-    fn symbol(&self, svma: u64, code: bool) -> Option<(&str, u64)> {
+    /// The symbol `svma` falls in, by its readable name, and the offset.
+    fn symbol(&self, svma: u64, code: bool) -> Option<(String, u64)> {
         let symbols = self.symbols.get_or_init(|| load_symbols(&self.path));
         let index = symbols.partition_point(|s| s.address <= svma).checked_sub(1)?;
         let symbol = &symbols[index];
         let inside = svma < symbol.address + symbol.size.max(1) || (code && symbol.code && symbol.size == 0);
-        (inside && symbol.code == code).then(|| (symbol.name.as_str(), svma - symbol.address))
+        (inside && symbol.code == code).then(|| (readable_name(&symbol.name), svma - symbol.address))
     }
 }
 
@@ -185,11 +189,17 @@ impl Symbolizer {
         })
     }
 
-    /// The variable a lock at `address` is, if it is a global or static.
+    /// The variable a lock at `address` is, if it is a global or static:
+    /// its symbol, or in an object without one there (stripped), the
+    /// object and the address in it (`git+0x38b840`: it read as a lock
+    /// on the heap).
     pub fn data(&self, address: usize) -> Option<String> {
         let (module, svma) = self.module(address as u64)?;
-        let (name, offset) = module.symbol(svma, false)?;
-        Some(if offset == 0 { name.to_string() } else { format!("{name}+{offset:#x}") })
+        Some(match module.symbol(svma, false) {
+            Some((name, 0)) => name,
+            Some((name, offset)) => format!("{name}+{offset:#x}"),
+            None => format!("{}+{svma:#x}", module.path.rsplit('/').next().unwrap_or("?")),
+        })
     }
 
     /// The call site whose return address is `pc`.

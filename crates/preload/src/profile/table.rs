@@ -321,6 +321,12 @@ pub struct ThreadSite {
 pub struct ThreadBlock {
     pub locks: &'static [ThreadLock],
     pub sites: &'static [ThreadSite],
+    /// A bit per lock slot, set once the block has counted anything of
+    /// that lock: a report reads only those (it read every thread's entry
+    /// of every lock, untouched pages included: 2,000 threads of 15,000
+    /// locks made a program's exit 17 s longer and its memory 270 MB
+    /// larger).
+    used: &'static [AtomicU64],
     next: *const ThreadBlock,
     free: AtomicBool,
 }
@@ -342,6 +348,30 @@ impl ThreadBlock {
     #[inline(always)]
     pub fn site(&self, id: u32) -> Option<&ThreadSite> {
         id.checked_sub(1).map(|i| &self.sites[i as usize])
+    }
+
+    /// Notes that the block counts lock `index` (before its first count:
+    /// a count is then never missed by [`Self::used_locks`]).
+    #[inline]
+    pub fn note_used(&self, index: u32) {
+        let (word, bit) = (&self.used[index as usize / 64], 1u64 << (index % 64));
+        if word.load(Relaxed) & bit == 0 {
+            word.fetch_or(bit, Release);
+        }
+    }
+
+    /// The locks the block has counted anything of, by index.
+    pub fn used_locks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.used.iter().enumerate().flat_map(|(w, word)| {
+            let mut bits = word.load(Acquire);
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let bit = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w * 64) as u32 + bit
+                })
+            })
+        })
     }
 }
 
@@ -467,6 +497,7 @@ impl Tables {
         let fresh = map_one(ThreadBlock {
             locks: map_zeroed(self.locks.len())?,
             sites: map_zeroed(self.sites.len())?,
+            used: map_zeroed(self.locks.len().div_ceil(64))?,
             next: std::ptr::null(),
             free: AtomicBool::new(false),
         })?;
