@@ -131,6 +131,11 @@ fn status(sample: Duration) -> ExitCode {
             outln!("this user: can map it, but no program writes it (its link is gone): `lockmeter oncpu disable`, then enable");
             false
         }
+        Ok(_) if !lockmeter_oncpu::in_initial_pid_namespace() => {
+            // As the library decides: it numbers threads as the host does.
+            outln!("this user: can map it, but programs here do not use it: {}", lockmeter_oncpu::NotInstalled::PidNamespace);
+            false
+        }
         Ok(_) => {
             outln!("this user: can map it; adaptive locks here use it");
             true

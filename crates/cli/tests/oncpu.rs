@@ -88,6 +88,13 @@ fn enable_status_disable_through_the_command_line() {
     let detached = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
     assert_eq!(detached.status.code(), Some(1), "{}", text(&detached));
     assert!(text(&detached).contains("no program writes it"), "{}", text(&detached));
+    // Nor does a program take it: its slots are frozen as the last switch
+    // left them (an exited thread read running for ever).
+    let (served, profile) = served_hold(false, None);
+    assert!(served.status.success(), "{}", text(&served));
+    let oncpu = profile.and_then(|p| p.oncpu).expect("adaptive's profile says which table it used");
+    assert_eq!(oncpu.table, "none");
+    assert!(oncpu.absent_because.as_deref().is_some_and(|why| why.contains("link is gone")), "{oncpu:?}");
 
     let disabled = lockmeter(&["oncpu", "disable"]);
     assert!(disabled.status.success() && text(&disabled).contains("unpinned"), "{}", text(&disabled));
@@ -96,6 +103,18 @@ fn enable_status_disable_through_the_command_line() {
     assert!(!mounts.contains(PIN_DIR), "disable unmounts the table's filesystem:\n{mounts}");
     let status = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
     assert_eq!(status.status.code(), Some(1), "{}", text(&status));
+
+    // Files left at the pins, not BPF objects: said so, not taken for a
+    // permission problem of root's.
+    std::fs::create_dir(PIN_DIR).unwrap();
+    for name in ["oncpu_slots", "oncpu_link"] {
+        std::fs::write(Path::new(PIN_DIR).join(name), "").unwrap();
+    }
+    let stale = lockmeter(&["oncpu", "status", "--sample", "10ms"]);
+    std::fs::remove_dir_all(PIN_DIR).unwrap();
+    assert_eq!(stale.status.code(), Some(1), "{}", text(&stale));
+    assert!(text(&stale).contains("is not a pinned BPF link") && text(&stale).contains("is not a pinned BPF table"), "{}", text(&stale));
+    assert!(!text(&stale).contains("permission denied"), "{}", text(&stale));
 }
 
 fn subjects() -> PathBuf {

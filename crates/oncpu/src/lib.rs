@@ -205,6 +205,11 @@ impl fmt::Display for OpenError {
                 f,
                 "the bpf() system call is refused here (a seccomp filter, or unprivileged BPF disabled on kernels before 5.19)"
             ),
+            // Refused to root, the file is no pinned BPF object (one left
+            // in the directory by hand): it read as a permission problem.
+            OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::PermissionDenied && running_as_root() => {
+                write!(f, "{path} is not a pinned BPF table (a file left there?): `lockmeter oncpu disable`, then `enable`")
+            }
             OpenError::Pinned(path, e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 write!(f, "{path}: permission denied (only root and the group given to `lockmeter oncpu enable --group` may map it)")
             }
@@ -241,6 +246,9 @@ pub enum NotInstalled {
     /// This process is in a pid namespace other than the one the table's
     /// tids are numbered in.
     PidNamespace,
+    /// The pinned table's program is detached (its link is gone): nothing
+    /// writes it.
+    Detached,
 }
 
 impl fmt::Display for NotInstalled {
@@ -249,9 +257,89 @@ impl fmt::Display for NotInstalled {
             NotInstalled::SwitchedOff => write!(f, "{SWITCH_ENV}=off"),
             NotInstalled::BadVariable(v) => write!(f, "{FD_ENV}='{v}' is not FD:PARENT"),
             NotInstalled::Open(e) => e.fmt(f),
-            NotInstalled::OtherProcess => write!(f, "the handed table records the process lockmeter started, not this one"),
-            NotInstalled::PidNamespace => write!(f, "this process is in a pid namespace of its own; the table numbers threads as the host does"),
+            NotInstalled::OtherProcess => write!(f, "the handed table records the process lockmeter started, not this one, and no system-wide table is pinned"),
+            NotInstalled::PidNamespace => write!(
+                f,
+                "this process is in a pid namespace of its own (or /proc, which tells, is not mounted); the table numbers threads as the host does"
+            ),
+            NotInstalled::Detached => write!(
+                f,
+                "{PINNED_TABLE} is pinned, but its program's link is gone, so nothing writes it (`lockmeter oncpu disable`, then `enable`)"
+            ),
         }
+    }
+}
+
+/// Whether this process runs as root (to which no pinned object's
+/// permissions refuse anything).
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Who keeps a table written: the lockmeter that handed it (this
+/// process's parent, which holds the program's link), or the pinned link.
+#[derive(Clone, Copy)]
+enum Writer {
+    Parent(u32),
+    PinnedLink,
+}
+
+impl Writer {
+    /// Whether the program writing the table is still attached.
+    fn attached(self) -> bool {
+        match self {
+            // SAFETY: getppid has no preconditions.
+            Writer::Parent(parent) => (unsafe { libc::getppid() }) as u32 == parent,
+            Writer::PinnedLink => std::fs::symlink_metadata(PINNED_LINK).is_ok(),
+        }
+    }
+}
+
+/// How often an installed table looks whether its writer is still there.
+const WRITER_CHECK_NS: u64 = 50_000_000;
+
+/// An installed table that stops answering once nothing writes it: a
+/// `lockmeter run --oncpu` killed (its link went with it), a pinned link
+/// removed by hand. Read on, such a table is frozen: a thread asleep for
+/// good read running, and spinners trusted it. Looked at every 50 ms, by
+/// the spinner that finds the time passed (one cycle-counter read per
+/// question otherwise).
+struct Watched<S> {
+    table: S,
+    writer: Writer,
+    next_check: AtomicU64,
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl<S: OnCpuSource> Watched<S> {
+    fn new(table: S, writer: Writer) -> Watched<S> {
+        let next = lockmeter_locks::clock::cycles() + lockmeter_locks::clock::ns_to_cycles(WRITER_CHECK_NS);
+        Watched { table, writer, next_check: AtomicU64::new(next), gone: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    #[cold]
+    fn check_writer(&self, now: u64) {
+        self.next_check.store(now + lockmeter_locks::clock::ns_to_cycles(WRITER_CHECK_NS), Ordering::Relaxed);
+        if !self.writer.attached() {
+            self.gone.store(true, Ordering::Relaxed);
+            // Locks stop asking: the CPU-clock fallback decides.
+            oracle::remove_source();
+        }
+    }
+}
+
+impl<S: OnCpuSource> OnCpuSource for Watched<S> {
+    #[inline]
+    fn state_of(&self, tid: u32) -> OwnerState {
+        let now = lockmeter_locks::clock::cycles();
+        if now >= self.next_check.load(Ordering::Relaxed) {
+            self.check_writer(now);
+        }
+        if self.gone.load(Ordering::Relaxed) {
+            return OwnerState::Unknown;
+        }
+        self.table.state_of(tid)
     }
 }
 
@@ -259,33 +347,64 @@ impl fmt::Display for NotInstalled {
 /// it and makes it the lock library's exact oracle for this process. On
 /// failure locks keep their fallback, exactly as without a table.
 pub fn install_from_environment() -> Result<Origin, NotInstalled> {
+    usable_here()?;
+    let Ok(value) = std::env::var(FD_ENV) else {
+        let (table, writer, origin) = pinned()?;
+        return install(table, writer, origin);
+    };
+    let (raw, parent) = parse_handed(&value).ok_or_else(|| NotInstalled::BadVariable(value.clone()))?;
+    // SAFETY: getppid has no preconditions.
+    if parent != unsafe { libc::getppid() } as u32 {
+        return install_recorded_elsewhere();
+    }
+    let table = Table::from_inherited(raw).map_err(NotInstalled::Open)?;
+    wait_until_recorded(&table, HANDED_RECORDING_WAIT);
+    install(table, Writer::Parent(parent), Origin::Handed(raw))
+}
+
+/// For a process that inherited a handed table's variable without being
+/// the process the table records (one CMD forked): the system-wide table
+/// if one is pinned (it records every process), else
+/// [`NotInstalled::OtherProcess`].
+pub fn install_recorded_elsewhere() -> Result<Origin, NotInstalled> {
+    usable_here()?;
+    let (table, writer, origin) = pinned().map_err(|why| match why {
+        NotInstalled::Open(_) => NotInstalled::OtherProcess,
+        other => other,
+    })?;
+    install(table, writer, origin)
+}
+
+/// A table may be used by this process: not switched off, and numbering
+/// threads as the table does.
+fn usable_here() -> Result<(), NotInstalled> {
     if std::env::var(SWITCH_ENV).is_ok_and(|v| v == "off" || v == "0") {
         return Err(NotInstalled::SwitchedOff);
     }
     if !in_initial_pid_namespace() {
         return Err(NotInstalled::PidNamespace);
     }
-    let (table, origin) = match std::env::var(FD_ENV) {
-        Ok(value) => {
-            let (raw, parent) = parse_handed(&value).ok_or_else(|| NotInstalled::BadVariable(value.clone()))?;
-            // SAFETY: getppid has no preconditions.
-            if parent != unsafe { libc::getppid() } as u32 {
-                return Err(NotInstalled::OtherProcess);
-            }
-            let table = Table::from_inherited(raw).map_err(NotInstalled::Open)?;
-            wait_until_recorded(&table, HANDED_RECORDING_WAIT);
-            (table, Origin::Handed(raw))
-        }
-        Err(_) => {
-            // Look before calling bpf(): most processes have no table, and
-            // a bpf() call may be refused (or fatal) under a seccomp filter.
-            if let Err(e) = std::fs::metadata(PINNED_TABLE) {
-                return Err(NotInstalled::Open(OpenError::Pinned(PINNED_TABLE.to_string(), e)));
-            }
-            (Table::open_pinned(Path::new(PINNED_TABLE)).map_err(NotInstalled::Open)?, Origin::Pinned)
-        }
-    };
-    oracle::install_source(Box::leak(Box::new(table)));
+    Ok(())
+}
+
+/// The system-wide table, opened and mapped.
+fn pinned() -> Result<(Table, Writer, Origin), NotInstalled> {
+    // Look before calling bpf(): most processes have no table, and a bpf()
+    // call may be refused (or fatal) under a seccomp filter.
+    if let Err(e) = std::fs::metadata(PINNED_TABLE) {
+        return Err(NotInstalled::Open(OpenError::Pinned(PINNED_TABLE.to_string(), e)));
+    }
+    // A table whose link is gone is written by nothing: its slots are as
+    // the last switch left them.
+    if !Writer::PinnedLink.attached() {
+        return Err(NotInstalled::Detached);
+    }
+    Ok((Table::open_pinned(Path::new(PINNED_TABLE)).map_err(NotInstalled::Open)?, Writer::PinnedLink, Origin::Pinned))
+}
+
+/// Makes `table` the lock library's oracle, watched for its writer.
+fn install(table: Table, writer: Writer, origin: Origin) -> Result<Origin, NotInstalled> {
+    oracle::install_source(Box::leak(Box::new(Watched::new(table, writer))));
     if matches!(origin, Origin::Handed(_)) {
         // A child this process forks is not recorded: it forgets the table.
         extern "C" fn forget() {
@@ -366,6 +485,32 @@ mod tests {
         assert_eq!(parse_handed("7"), None);
         assert_eq!(parse_handed("x:1"), None);
         assert!(in_initial_pid_namespace(), "the tests run in the host's pid namespace");
+    }
+
+    /// A table whose writer went stops answering at its next look, and
+    /// is removed as the locks' source; one whose writer is there answers
+    /// on.
+    #[test]
+    fn a_table_nothing_writes_stops_answering() {
+        struct AlwaysRunning;
+        impl OnCpuSource for AlwaysRunning {
+            fn state_of(&self, _: u32) -> OwnerState {
+                OwnerState::Running
+            }
+        }
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() } as u32;
+        let live = Watched::new(AlwaysRunning, Writer::Parent(parent));
+        let gone: &'static Watched<AlwaysRunning> = Box::leak(Box::new(Watched::new(AlwaysRunning, Writer::Parent(parent + 1))));
+        oracle::install_source(gone);
+        // Before the first look, both answer.
+        assert_eq!(gone.state_of(7), OwnerState::Running);
+        for watched in [&live, gone] {
+            watched.next_check.store(0, Ordering::Relaxed);
+        }
+        assert_eq!(live.state_of(7), OwnerState::Running, "its writer is there");
+        assert_eq!(gone.state_of(7), OwnerState::Unknown, "its writer is not this process's parent");
+        assert_eq!(oracle::OwnerWatch::new(7).state().1, None, "no longer the locks' source");
     }
 
     #[test]

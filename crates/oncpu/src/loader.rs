@@ -518,6 +518,10 @@ pub fn status(sample_for: Duration) -> Status {
                 Ok(_) if fs::read_dir(PIN_DIR).is_err() => {
                     format!("{PIN_DIR} is not readable by this user (root and the table's group may read it)")
                 }
+                // Root opens any pinned link: one it cannot is no link.
+                _ if Path::new(PINNED_LINK).exists() && crate::running_as_root() => {
+                    format!("not loaded: {PINNED_LINK} is not a pinned BPF link (a file left there?): `lockmeter oncpu disable`, then `enable`")
+                }
                 _ if Path::new(PINNED_LINK).exists() => {
                     format!("pinned at {PINNED_TABLE} (whether its program is attached takes CAP_BPF or root to tell)")
                 }

@@ -888,8 +888,9 @@ extern "C" fn constructor() {
     // subreaper of the tree), and one that executes then would pass that
     // check: the tree's root is what tells them apart.
     let handed_elsewhere = output::env(lockmeter_oncpu::FD_ENV).is_some() && !output::is_tree_root();
+    // Such a process takes the system-wide table, if one is pinned.
     let installed = if handed_elsewhere {
-        Err(lockmeter_oncpu::NotInstalled::OtherProcess)
+        lockmeter_oncpu::install_recorded_elsewhere()
     } else {
         lockmeter_oncpu::install_from_environment()
     };

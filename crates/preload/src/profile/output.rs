@@ -1072,10 +1072,9 @@ fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::O
     })
 }
 
-/// Lock `index`'s holds and waits in progress now, if any: each thread's
-/// hold flag and timed hold start, and the lock's waiter clock.
-/// What is going on at lock `index` at `now` (cycles), the moment the
-/// profile's duration ends.
+/// Lock `index`'s holds and waits in progress at `now` (cycles, the
+/// moment the profile's duration ends), if any: each thread's hold flag
+/// and timed hold start, and the lock's waiter clock.
 fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units, now: u64) -> Option<profile::InProgress> {
     let mut progress = profile::InProgress::default();
     for mine in users.iter().map(|b| b.lock(index)) {
