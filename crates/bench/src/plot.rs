@@ -152,10 +152,15 @@ pub enum Image {
 impl Image {
     /// The drawing a file's name asks for: FILE.svg or FILE.png.
     pub fn for_file(path: &Path) -> Result<Image, String> {
-        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-            Some("svg") => Ok(Image::Svg),
-            Some("png") => Ok(Image::Png),
-            _ => Err(format!("{}: the plot file must end in .svg or .png", path.display())),
+        // By the name's ending, not its extension: `.svg` alone is a name
+        // without one (it read "must end in .svg").
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        if name.ends_with(".svg") {
+            Ok(Image::Svg)
+        } else if name.ends_with(".png") {
+            Ok(Image::Png)
+        } else {
+            Err(format!("{}: the plot file must end in .svg or .png", path.display()))
         }
     }
 }
@@ -230,6 +235,9 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .map_err(err)?;
         chart
             .configure_mesh()
+            // The log axis's minor lines crowd into dark bands between
+            // its decades (5-10, 50-70): the labelled lines only.
+            .light_line_style(TRANSPARENT)
             .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
             .y_desc(unit)
             .x_label_formatter(&|x| format!("{x:.0}"))

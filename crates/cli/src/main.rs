@@ -115,10 +115,10 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Demo {
         /// Rounds of every measurement (medians are over rounds) [default: 3; --quick: 1].
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50), allow_hyphen_values = true)]
         rounds: Option<u32>,
         /// Length of each contended run, e.g. 300ms or 1s, 1ms or more [default: 300ms; --quick: 50ms].
-        #[arg(long, value_parser = args::millisecond_or_more)]
+        #[arg(long, value_parser = args::millisecond_or_more, allow_hyphen_values = true)]
         run: Option<std::time::Duration>,
         /// A fast smoke run (1 round, 50 ms runs, unless --rounds or --run
         /// say otherwise): checks everything works, measures nothing worth
@@ -179,7 +179,7 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         histogram: Option<std::path::PathBuf>,
         /// Thread count whose histogram to draw [default: the largest].
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
         threads: Option<u64>,
         /// Draw only these locks (comma-separated names from the report).
         #[arg(long)]
@@ -229,10 +229,10 @@ enum Command {
         #[arg(long, value_name = "ALG", value_parser = served_algorithm)]
         lock: Option<Algorithm>,
         /// Capture up to N frames of the stack of each contended acquisition.
-        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32))]
+        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32), allow_hyphen_values = true)]
         frames: u64,
         /// Also report every DUR while CMD runs (for long-running servers).
-        #[arg(long, value_name = "DUR", value_parser = args::positive_duration)]
+        #[arg(long, value_name = "DUR", value_parser = args::positive_duration, allow_hyphen_values = true)]
         interval: Option<std::time::Duration>,
         /// Track up to N locks alive at once (default 16384, at most 1048576;
         /// rounded up to a power of two, at least 64). Operations on locks beyond it are
@@ -240,7 +240,7 @@ enum Command {
         /// initialised again at its address by the same line continues one
         /// row, so only locks alive together count. Each thread reserves
         /// about 1.5 KB of address space per lock, touched where it records.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576), allow_hyphen_values = true)]
         max_locks: Option<u64>,
         /// Load a private on-CPU table for CMD (a BPF program recording which
         /// of CMD's threads run; needs CAP_BPF and CAP_PERFMON, or root), so
@@ -322,10 +322,11 @@ enum Command {
         /// Rounds; medians and ranges are over these [default: enough for a
         /// clean sweep by chance to stay under 5%: 5 for one of our locks, 8
         /// for all seven].
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100), allow_hyphen_values = true)]
         repeat: Option<u64>,
         /// A regular expression finding a throughput figure in CMD's output
-        /// (its first group, or the whole match); higher is better.
+        /// (its last match, in stdout, else in stderr; its first group that
+        /// matched, else the whole match); higher is better.
         #[arg(long, value_name = "REGEX", value_parser = metric_regex)]
         metric: Option<regex::Regex>,
         /// Where to draw the ratios (.svg or .png) [default: lockmeter-advise.svg, skipped
@@ -364,10 +365,10 @@ enum Command {
         #[arg(long, default_value = "all", value_parser = torture::subjects)]
         lock: std::vec::Vec<lockmeter_bench::torture::Subject>,
         /// Writer thread counts, comma-separated.
-        #[arg(long, default_value = "4", value_parser = args::thread_list)]
+        #[arg(long, default_value = "4", value_parser = args::thread_list, allow_hyphen_values = true)]
         threads: args::List<usize>,
         /// Length of each run, e.g. 5s or 500ms.
-        #[arg(long, default_value = "5s", value_parser = args::positive_duration)]
+        #[arg(long, default_value = "5s", value_parser = args::positive_duration, allow_hyphen_values = true)]
         seconds: std::time::Duration,
         /// Seed of every random choice [default: from the clock]; a failing
         /// run prints it.
@@ -375,7 +376,7 @@ enum Command {
         seed: Option<u64>,
         /// A thread without progress this long, or waiting this long for a
         /// lock, fails the run.
-        #[arg(long, default_value = "5s", value_parser = args::millisecond_or_more)]
+        #[arg(long, default_value = "5s", value_parser = args::millisecond_or_more, allow_hyphen_values = true)]
         stall: std::time::Duration,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
@@ -421,7 +422,7 @@ struct RenderArgs {
     sort: lockmeter_stats::profile::SortKey,
     /// Hide locks that waited less than this in total, e.g. 1ms (every
     /// format; json is the whole profile without it).
-    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration)]
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = args::duration, allow_hyphen_values = true)]
     min_wait: std::time::Duration,
     /// Fold locks of the same name (one lock per object made at one
     /// place; a global's locks, NAME and NAME+0x28: an array's elements,
@@ -478,8 +479,10 @@ fn algorithms_help() -> String {
 fn one_line(rendered: &str) -> String {
     let mut lines = rendered.lines().map(str::trim);
     let first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+    // Rust's words for a count given a sign ('-1') or a fraction.
+    let first = first.replace("invalid digit found in string", "not a count (a whole number without a sign)");
     if !first.ends_with(':') {
-        return first.to_string();
+        return first;
     }
     let items: Vec<&str> = lines.take_while(|line| !line.is_empty()).collect();
     format!("{first} {}", items.join(", "))

@@ -148,6 +148,11 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     let started = std::time::Instant::now();
     one_line(&["advise", "--plot", "/no-such-dir/a.svg", "--", "sleep", "10"], "directory /no-such-dir does not exist");
     one_line(&["advise", "--plot", "ratios.txt", "--", "sleep", "10"], "must end in .svg or .png");
+    // A negative figure is a bad value, not an unknown option (whose tip,
+    // '-- -1', would have made it CMD).
+    one_line(&["advise", "--repeat", "-1", "--", "sleep", "10"], "invalid value '-1' for '--repeat <REPEAT>': not a count (a whole number without a sign)");
+    one_line(&["torture", "--seconds", "-1s"], "'-1s' is not a duration");
+    one_line(&["demo", "--run", "1ns"], "must be 1ms or more");
     one_line(&["demo", "--quick", "--plot", "/no-such-dir/x.svg"], "directory /no-such-dir does not exist");
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "checked before running");
     // What follows CMD is CMD's, dashes and all.
