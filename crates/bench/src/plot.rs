@@ -317,20 +317,26 @@ fn draw_histograms<DB: DrawingBackend>(
     let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
     let locks = legend_locks(panels.iter().flat_map(|(_, points)| points.iter().copied()));
     let areas = with_legend_column(&root, &locks).map_err(err)?.split_evenly((rows, columns));
+    // One range of bins for every panel, so that panels compare at a
+    // glance (each had its own).
+    let every = || panels.iter().flat_map(|(_, points)| points.iter());
+    let lowest = every().filter_map(|p| wait_histogram(p).iter().position(|&c| c > 0)).min().unwrap_or(0);
+    let highest = every().map(|p| wait_histogram(p).len()).max().unwrap_or(1);
     for ((caption, points), area) in panels.iter().zip(areas) {
-        draw_histogram(caption, points, area, &locks)?;
+        draw_histogram(caption, points, area, &locks, lowest..highest)?;
     }
     root.present().map_err(err)
 }
 
-fn draw_histogram<DB: DrawingBackend>(title: &str, points: &[&PointResult], root: DrawingArea<DB, Shift>, locks: &[&str]) -> Result<(), String> {
+fn draw_histogram<DB: DrawingBackend>(
+    title: &str,
+    points: &[&PointResult],
+    root: DrawingArea<DB, Shift>,
+    locks: &[&str],
+    bins: std::ops::Range<usize>,
+) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let lowest = points
-        .iter()
-        .filter_map(|p| wait_histogram(p).iter().position(|&c| c > 0))
-        .min()
-        .unwrap_or(0);
-    let highest = points.iter().map(|p| wait_histogram(p).len()).max().unwrap_or(1);
+    let (lowest, highest) = (bins.start, bins.end);
     let share = |p: &PointResult, bin: usize| {
         let total: u64 = wait_histogram(p).iter().sum();
         100.0 * *wait_histogram(p).get(bin).unwrap_or(&0) as f64 / total.max(1) as f64
