@@ -119,7 +119,7 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     }
     let before = children_cpu();
     let start = Instant::now();
-    let mut child = command
+    let mut child = crate::stop::in_own_group(&mut command)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -286,14 +286,6 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // Found as `run` finds it: a missing or unrunnable command is 127 or
     // 126 with the shell's words, before any round.
     let program = crate::run::find_program(&options.command[0])?;
-    if crate::run::statically_linked(&program) {
-        // Every variant would run glibc's locks, and the profile would
-        // say it took none: a verdict on nothing.
-        return Err(Failure::usage(format!(
-            "{} is statically linked: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
-            program.display()
-        )));
-    }
     let library = library()?;
     let rounds = options.repeat;
     let mut progress = Progress::new(1 + rounds * options.variants.len());
@@ -302,6 +294,17 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // start-up alone). A failure here is the rounds' to report.
     progress.step("profiling it once");
     let operations = crate::run::lock_operations(&options.command, stdin(options)?);
+    // A static program takes its locks where no preload reaches them: with
+    // none seen in its tree, every variant would run glibc's locks, and
+    // 'it took no pthread lock' would be a verdict on nothing. (A static
+    // launcher of dynamic programs has its tree's locks seen, and served.)
+    if crate::run::statically_linked(&program) && operations.is_some_and(|(acquisitions, _)| acquisitions == 0) {
+        progress.finish();
+        return Err(Failure::usage(format!(
+            "{} is statically linked, and no pthread lock of its tree was seen: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
+            program.display()
+        )));
+    }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); options.variants.len()];
     let total = rounds * options.variants.len();
     let interrupted = |done: usize| Failure::runtime(format!("interrupted after {done} of {total} runs; nothing written"));

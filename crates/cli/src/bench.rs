@@ -611,6 +611,11 @@ pub fn plot_saved(
 /// rather than a profile: a JSON object with a machine and points (or a
 /// scorecard's checks), and no profile's `format`.
 pub fn is_saved_report(path: &Path) -> bool {
+    // A regular file only: a pipe (`<(cat p.json)`) read here would be
+    // empty to the profile's reader after it.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(text) = std::fs::read_to_string(path) else { return false };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
     value.get("format").is_none() && value.get("machine").is_some() && (value.get("points").is_some() || value.get("checks").is_some())

@@ -262,6 +262,8 @@ fn torture_every_lock(number: usize) -> Result<(), String> {
     };
     let mut failure = None;
     match crate::torture::torture(&options) {
+        // Stopped: nothing more is shown (the demo ends after this section).
+        _ if crate::stop::requested().is_some() => return Ok(()),
         Ok(true) => {}
         Ok(false) => failure = Some(format!("a lock failed its torture (section {number})")),
         Err(e) => outln!("   (torture failed to run: {e})"),
@@ -273,6 +275,9 @@ fn torture_every_lock(number: usize) -> Result<(), String> {
         seed: 1,
         stall: std::time::Duration::from_secs(5),
     });
+    if crate::stop::requested().is_some() {
+        return Ok(());
+    }
     match busted.violation {
         Some(violation) => outln!("\nbusted (a deliberately broken lock) was caught: {violation}\n"),
         None => {

@@ -296,8 +296,8 @@ enum Command {
     /// each run.
     ///
     /// CMD runs once more first, under the profiler, to count its pthread
-    /// lock operations; a statically linked CMD, which no preload reaches,
-    /// is refused. Wall time runs to CMD's end (not to that of a process
+    /// lock operations; a statically linked CMD whose tree showed none,
+    /// which no preload reaches, is refused. Wall time runs to CMD's end (not to that of a process
     /// it leaves running); --metric reads the last match, in stdout, else
     /// in stderr, from its first group that matched (else the whole
     /// match).

@@ -456,7 +456,7 @@ fn profile_tree(
     if let Some(lock) = lock {
         child.env("LOCKMETER_LOCK", lock.name());
     }
-    let child = child
+    let child = crate::stop::in_own_group(&mut child)
         // The user's own preloads stay (an allocator's locks are the
         // program's too), as under `run`.
         .env("LD_PRELOAD", preload_with(&library))
@@ -477,22 +477,40 @@ fn profile_tree(
     Ok((status, stdout.finish(), root, profiles))
 }
 
+/// The most of a pipe's output [`Captured`] keeps: its last 8-16 MiB.
+const CAPTURED_AT_MOST: usize = 16 << 20;
+
 /// One of CMD's output pipes, read by a thread of its own as CMD runs.
 pub struct Captured {
-    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// What was read; `None` once taken, when the reader stops.
+    read: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
     eof: std::sync::mpsc::Receiver<()>,
 }
 
 impl Captured {
     pub fn start(pipe: Option<impl std::io::Read + Send + 'static>) -> Captured {
-        let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let read = std::sync::Arc::new(std::sync::Mutex::new(Some(Vec::new())));
         let (reached_eof, eof) = std::sync::mpsc::channel();
         if let Some(mut pipe) = pipe {
             let read = read.clone();
             std::thread::spawn(move || {
                 let mut chunk = [0u8; 65536];
                 while let Ok(n @ 1..) = pipe.read(&mut chunk) {
-                    read.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+                    match &mut *read.lock().unwrap_or_else(|e| e.into_inner()) {
+                        Some(kept) => {
+                            kept.extend_from_slice(&chunk[..n]);
+                            // The tail is what is read of it (the last
+                            // match, the last line): a program writing
+                            // without end took a gigabyte a second.
+                            if kept.len() > CAPTURED_AT_MOST {
+                                kept.drain(..kept.len() - CAPTURED_AT_MOST / 2);
+                            }
+                        }
+                        // Taken: the pipe is closed, as a shell's reader
+                        // that is done closes it (kept on, a background
+                        // `yes` grew lockmeter by 200 MB a second).
+                        None => return,
+                    }
                 }
                 let _ = reached_eof.send(());
             });
@@ -502,13 +520,12 @@ impl Captured {
 
     /// What CMD wrote, once it has ended: the pipe's end follows at once,
     /// unless a process it left running holds the pipe open, whose later
-    /// output is not CMD's (its reader is left to it).
+    /// output is not CMD's: the reader stops at its next write.
     pub fn finish(self) -> Vec<u8> {
         let _ = self.eof.recv_timeout(std::time::Duration::from_millis(200));
-        std::mem::take(&mut *self.read.lock().unwrap_or_else(|e| e.into_inner()))
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
     }
 }
-
 
 /// Removes the scratch directory when dropped.
 /// A private directory (0700, a name nobody can guess), removed with

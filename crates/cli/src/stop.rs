@@ -1,12 +1,13 @@
 //! A stop asked (^C, SIGTERM, SIGHUP) of a command that runs programs of
 //! its own one after another (`advise`, the demo): the program running
-//! is passed SIGTERM and SIGHUP (^C reaches it from the terminal, which
-//! sends it to the whole foreground group), bench runs in progress end
-//! at once, none other starts, and the command removes its scratch files
-//! and dies of the signal, as a shell loop needs to stop. Before, a
-//! SIGTERM killed `advise` and left the program it ran going, and a ^C
-//! left the demo's build directory behind. A second stop ends the
-//! command there and then.
+//! is passed the stop, with the processes it started (it runs in a
+//! process group of its own, which the terminal's ^C does not reach:
+//! lockmeter passes that on too), bench runs in progress end at once,
+//! none other starts, and the command removes its scratch files and dies
+//! of the signal, as a shell loop needs to stop. Before, a SIGTERM killed
+//! `advise` and left the program it ran going, and a ^C left the demo's
+//! build directory behind. A second stop ends the command there and
+//! then.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -24,19 +25,32 @@ extern "C" fn on_stop(signal: libc::c_int) {
     pass_on(CHILD.load(Ordering::SeqCst), signal);
 }
 
-/// Sends a stop other than ^C to the program running, if one is
-/// (async-signal-safe).
+/// Sends a stop to the program running and its process group, if one
+/// runs (async-signal-safe).
 fn pass_on(child: i32, signal: libc::c_int) {
-    if child > 0 && signal != libc::SIGINT {
+    if child > 0 && signal != 0 {
         // SAFETY: kill(2) is async-signal-safe; the child is not reaped
-        // while it is registered, so its pid is still its own.
-        unsafe { libc::kill(child, signal) };
+        // while it is registered, so its pid, and its group's id, are
+        // still its own.
+        unsafe { libc::kill(-child, signal) };
     }
 }
 
+/// Starts `command` as the leader of a process group of its own, which a
+/// stop is passed to whole: a program that forks (`sh -c 'sleep 37;
+/// true'`) left its children running when its own pid alone was
+/// signalled.
+pub fn in_own_group(command: &mut std::process::Command) -> &mut std::process::Command {
+    std::os::unix::process::CommandExt::process_group(command, 0)
+}
+
 /// Catches the stops; one that lockmeter was started ignoring (as under
-/// `nohup`) stays ignored.
+/// `nohup`) stays ignored. SIGCHLD goes back to its default: started
+/// ignoring it, the kernel reaps children itself and every wait failed
+/// ('No child processes').
 pub fn install() {
+    // SAFETY: setting a signal's disposition to its default.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a handler that touches atomics and calls kill and raise
         // (async-signal-safe), for signals not ignored.
@@ -48,8 +62,8 @@ pub fn install() {
     }
 }
 
-/// Waits for `child` to end, a stop passed on to it meanwhile, and reaps
-/// it. The wait ends when the child does (a process it left running with
+/// Waits for `child` (started [`in_own_group`]) to end, a stop passed on
+/// to its group meanwhile, and reaps it. The wait ends when the child does (a process it left running with
 /// its output pipes open makes no difference), at the instant returned
 /// with its status.
 pub fn wait(child: &mut std::process::Child) -> std::io::Result<(std::process::ExitStatus, std::time::Instant)> {

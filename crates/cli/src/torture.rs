@@ -91,6 +91,12 @@ pub fn torture(options: &Options) -> Result<bool, String> {
             progress.step(&format!("{} at {}, {}", subject.name(), lockmeter_bench::render::threads(threads), seconds(options.duration)));
             let config = Config { subject, threads, duration: options.duration, seed: options.seed, stall: options.stall };
             let outcome = torture::run(&config);
+            // A stop asked of the process (the demo's ^C) cut the run
+            // short: its figures are not a result.
+            if lockmeter_bench::interrupt::requested().is_some() {
+                progress.finish();
+                return Err("interrupted".into());
+            }
             if !options.json {
                 progress.finish();
                 outln!("{}", row(&outcome));

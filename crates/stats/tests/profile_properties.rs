@@ -212,6 +212,8 @@ fn merging_folds_a_global_array_and_keeps_the_busiest_util() {
         lock("heap@conn_new+0x2b (conn.c:12)", 10.0),
         lock("heap@conn_new+0x3c (conn.c:14)", 20.0),
         lock("table+0xzz", 5.0),
+        lock("static@git+0x38c840", 30.0),
+        lock("static@git+0x38c868", 40.0),
     ];
     let mut rng = Rng(12);
     let profile = Profile { locks, ..random_profile(&mut rng) };
@@ -219,8 +221,15 @@ fn merging_folds_a_global_array_and_keeps_the_busiest_util() {
     let names: Vec<(&str, u64)> = merged.locks.iter().map(|l| (l.name.as_str(), l.locks)).collect();
     assert_eq!(
         names,
-        [("stripes", 3), ("heap@conn_new+0x2b (conn.c:12)", 1), ("heap@conn_new+0x3c (conn.c:14)", 1), ("table+0xzz", 1)],
-        "an array's elements fold; a heap lock's call-site offset is its own"
+        [
+            ("stripes", 3),
+            ("heap@conn_new+0x2b (conn.c:12)", 1),
+            ("heap@conn_new+0x3c (conn.c:14)", 1),
+            ("table+0xzz", 1),
+            ("static@git+0x38c840", 1),
+            ("static@git+0x38c868", 1)
+        ],
+        "an array's elements fold; a heap lock's call-site offset is its own, a stripped object's static's address too"
     );
     assert_eq!(merged.locks[0].util_pct, 70.0, "UTIL is the busiest element's, not a sum over 100%");
 }

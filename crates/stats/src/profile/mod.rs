@@ -262,9 +262,11 @@ impl InProgress {
 /// The name a lock is merged under: a global's locks (`stripes+0x28`)
 /// under its symbol, whether an array's elements or a struct's fields
 /// (the symbol table cannot tell them apart). A heap lock's `+0x` is its
-/// call site's, part of its name.
+/// call site's, and a stripped object's static's (`static@git+0x38c840`)
+/// its address: part of their names (folded, every static of a stripped
+/// object read as one lock).
 fn merge_name(name: &str) -> &str {
-    if name.starts_with("heap@") {
+    if name.starts_with("heap@") || name.starts_with("static@") {
         return name;
     }
     match name.rfind("+0x") {
