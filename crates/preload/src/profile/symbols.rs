@@ -191,14 +191,14 @@ impl Symbolizer {
 
     /// The variable a lock at `address` is, if it is a global or static:
     /// its symbol, or in an object without one there (stripped), the
-    /// object and the address in it (`git+0x38b840`: it read as a lock
-    /// on the heap).
+    /// object and the address in it (`static@git+0x38b840`: it read as a
+    /// lock on the heap).
     pub fn data(&self, address: usize) -> Option<String> {
         let (module, svma) = self.module(address as u64)?;
         Some(match module.symbol(svma, false) {
             Some((name, 0)) => name,
             Some((name, offset)) => format!("{name}+{offset:#x}"),
-            None => format!("{}+{svma:#x}", module.path.rsplit('/').next().unwrap_or("?")),
+            None => format!("static@{}+{svma:#x}", module.path.rsplit('/').next().unwrap_or("?")),
         })
     }
 
