@@ -14,6 +14,18 @@
  *   "ticket"     FIFO ticket lock, proportional backoff, gated when oversubscribed
  *   "mcs"        FIFO MCS queue lock, spins on its own node then parks
  *   "spin"       test-and-test-and-set spinlock, never sleeps
+ *
+ * The locks are private to a process: in memory shared between processes
+ * (MAP_SHARED, after fork) a waiter of another process is never woken
+ * (their futexes are process-private, and mcs's queue holds pointers).
+ * After fork, give the child fresh ticket, mcs and spin locks: threads
+ * that waited in the parent are still counted in them.
+ *
+ * The library also carries lockmeter's pthread interposition: linking it
+ * hooks the program's own pthread locks (a few ns per lock+unlock), and
+ * with LOCKMETER_LOCK in the environment serves them with that algorithm
+ * (an unknown name stops the program, exit 127), as LD_PRELOAD would.
+ * x86-64 Linux only.
  */
 #ifndef LOCKMETER_H
 #define LOCKMETER_H
