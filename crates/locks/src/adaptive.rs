@@ -1412,10 +1412,15 @@ impl<R: Recorder> RawAdaptive<R> {
         let mut owner = 0;
         loop {
             let word = self.word.load(Ordering::Relaxed);
-            if word & OWNER_MASK == tid {
-                // Granted already (by an unlocker that read the slot before
-                // we flagged the word): flagging our own word would leave a
-                // HANDOFF bit with no request behind it.
+            // Granted already (by an unlocker that read the slot before we
+            // flagged the word): flagging our own word would leave a
+            // HANDOFF bit with no request behind it. A word that names us
+            // while the slot holds our request unclaimed is no grant: we
+            // hold the lock from before and wait for another thread to
+            // release it for us, as a normal pthread mutex allows (taken
+            // for a grant, the wait slept on the slot for ever, its
+            // release flagging no request).
+            if word & OWNER_MASK == tid && self.handoff.load(Ordering::Acquire) != tid {
                 break;
             }
             if word & OWNER_MASK == 0 {
@@ -2204,6 +2209,42 @@ mod tests {
         assert!(KeptCycle::of(4_000, 10).shorter_than(401));
         assert!(!KeptCycle::of(4_000, 10).shorter_than(400));
         assert!(!KeptCycle::of(4_000, 0).shorter_than(u64::MAX), "an owner that did not come back");
+    }
+
+    /// A thread that locks again a lock it holds, which another thread
+    /// then releases for it (a normal pthread mutex allows any thread to
+    /// unlock), gets it, even past the wait that asks for a handoff: the
+    /// word naming it was taken for a grant, and it slept on the handoff
+    /// slot for ever. A third thread waits beside it.
+    #[test]
+    fn a_lock_released_for_its_waiting_holder_reaches_it() {
+        let lock: &'static RawAdaptive<NoStats> = Box::leak(Box::new(RawAdaptive::new()));
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            lock.lock();
+            let other = std::thread::spawn(move || {
+                // After the holder's request for a handoff.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                lock.lock();
+                // SAFETY: this thread holds it now.
+                unsafe { lock.unlock() };
+            });
+            let releaser = std::thread::spawn(move || {
+                // Past the handoff bound (1 ms of waiting).
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                // SAFETY: the lock is held (by the first thread), and its
+                // holder does not release it itself.
+                unsafe { lock.unlock_from_any_thread() };
+            });
+            lock.lock();
+            // SAFETY: held again by this thread.
+            unsafe { lock.unlock() };
+            releaser.join().unwrap();
+            other.join().unwrap();
+            let _ = done.send(());
+        });
+        assert!(finished.recv_timeout(std::time::Duration::from_secs(10)).is_ok(), "the waiting holder never got the lock");
+        assert!(!lock.is_locked());
     }
 
     /// A requester whose request was granted before it flagged the word
