@@ -1072,10 +1072,15 @@ fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::O
     })
 }
 
-/// Lock `index`'s holds and waits in progress at `now` (cycles, the
-/// moment the profile's duration ends), if any: each thread's hold flag
-/// and timed hold start, and the lock's waiter clock.
-fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units, now: u64) -> Option<profile::InProgress> {
+/// Lock `index`'s holds and waits in progress now, if any: each thread's
+/// hold flag and timed hold start, and the lock's waiter clock. Read now,
+/// not when the profile's duration was: the waiter clock sums its
+/// waiters' starts, and one that came meanwhile counted against the
+/// others. But none reads longer than the run's `duration_ns` (read after
+/// the symbols were loaded, a wait 'so far' outlasted the run: 539 ms in
+/// 110).
+fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units, duration_ns: u64) -> Option<profile::InProgress> {
+    let now = clock::cycles();
     let mut progress = profile::InProgress::default();
     for mine in users.iter().map(|b| b.lock(index)) {
         if mine.holding.load(Relaxed) != 0 {
@@ -1087,18 +1092,16 @@ fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, u
         }
         progress.readers += u64::from(mine.reads_open.load(Relaxed));
     }
+    progress.held_ns = progress.held_ns.min(duration_ns);
     progress.waiters = record.clock.now().count();
-    progress.waited_ns = units.ns(record.clock.waited_so_far(now));
+    progress.waited_ns = units.ns(record.clock.waited_so_far(now)).min(progress.waiters.saturating_mul(duration_ns));
     (progress.holders + progress.readers + progress.waiters > 0).then_some(progress)
 }
 
 fn build(profiler: &Profiler, reason: &str) -> Profile {
     let units = Units(clock::cycles_per_ns());
     let replacing = crate::replace::algorithm();
-    // One moment for the whole profile: the run's duration and what is
-    // in progress both end here (read per lock, after the symbols were
-    // loaded, a wait 'so far' outlasted the run: 539 ms in 110).
-    let (duration_ns, now_cycles) = (super::monotonic_ns().saturating_sub(profiler.start_ns), clock::cycles());
+    let duration_ns = super::monotonic_ns().saturating_sub(profiler.start_ns);
     let symbols = Symbolizer::new();
     let tables: &Tables = &profiler.tables;
     // The blocks that counted each lock: only theirs are read.
@@ -1169,7 +1172,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         let mut exclusive = exclusive_sum.counters(&units, waits);
         exclusive.hold_ns = within_the_run(exclusive.hold_ns, exclusive_sum.holds, duration_ns);
         let mut shared = shared_sum.counters(&units, Waits::Unknown);
-        let now = in_progress(users, index, record, &units, now_cycles);
+        let now = in_progress(users, index, record, &units, duration_ns);
         let waited_ns = exclusive.wait_ns.total + shared.wait_ns.total + now.as_ref().map_or(0, |n| n.waited_ns);
         within_the_waits([&mut exclusive.delay_ns, &mut shared.delay_ns], waited_ns);
         let (mut total, read, write) = match kind {
