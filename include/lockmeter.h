@@ -18,8 +18,8 @@
  * The locks are private to a process: in memory shared between processes
  * (MAP_SHARED, after fork) a waiter of another process is never woken
  * (their futexes are process-private, and mcs's queue holds pointers).
- * After fork, give the child fresh ticket, mcs and spin locks: threads
- * that waited in the parent are still counted in them.
+ * After fork, give the child fresh ticket and mcs locks: threads that
+ * waited in the parent's line are still in it.
  *
  * The library also carries lockmeter's pthread interposition: linking it
  * hooks the program's own pthread locks (a few ns per lock+unlock), and

@@ -13,7 +13,11 @@
 //! hungry for `YIELD_AFTER_NS` also yields its CPU between attempts (still
 //! never sleeping in the kernel), so the holder it waits for can run when
 //! threads outnumber cores. The count lives in its own word so that the
-//! fast paths stay one CAS and one plain store.
+//! fast paths stay one CAS and one plain store; beside it, the fork epoch
+//! of the process whose threads it counts: a child of `fork` does not
+//! have its parent's hungry waiters, which would otherwise keep every
+//! thread of the child from the free lock (its try-lock failed every time
+//! and each lock waited 1 ms to turn hungry).
 //!
 //! The reference of what collapses: when threads outnumber cores, a waiter
 //! burns its whole time slice while the owner it waits for is preempted
@@ -31,6 +35,10 @@ const MAX_BACKOFF_SHIFT: u32 = 10;
 const HUNGRY_AFTER_NS: u64 = 1_000_000;
 /// A hungry waiter yields its CPU between attempts after waiting this long.
 const YIELD_AFTER_NS: u64 = 10_000_000;
+/// The hungry word: the count of hungry waiters in its low bits, the fork
+/// epoch of the process they belong to above.
+const HUNGRY_COUNT: u32 = 0xFFFF;
+const EPOCH_SHIFT: u32 = 16;
 
 /// The raw `spin` lock.
 #[repr(C)]
@@ -84,10 +92,50 @@ impl<R: Recorder> RawSpin<R> {
         self.lock_contended(Some(deadline))
     }
 
-    /// Whether a thread that is not hungry may take the lock: nobody is.
+    /// Whether a thread that is not hungry may take the lock: nobody is
+    /// (of this process: a parent's hungry waiters are not in a child).
     #[inline(always)]
     fn may_barge(&self) -> bool {
-        self.hungry.load(Ordering::Relaxed) == 0
+        let hungry = self.hungry.load(Ordering::Relaxed);
+        hungry == 0 || !self.hungry_here(hungry)
+    }
+
+    /// Whether the hungry word `hungry` counts waiters of this process.
+    #[cold]
+    fn hungry_here(&self, hungry: u32) -> bool {
+        hungry & HUNGRY_COUNT != 0 && hungry >> EPOCH_SHIFT == crate::sync::fork_epoch() & HUNGRY_COUNT
+    }
+
+    /// Counts the caller among the hungry: the first of its process, after
+    /// a fork, starts the count again.
+    #[cold]
+    fn turn_hungry(&self) {
+        crate::sync::note_forks();
+        let epoch = crate::sync::fork_epoch() & HUNGRY_COUNT;
+        let mut hungry = self.hungry.load(Ordering::Relaxed);
+        loop {
+            let counted = if self.hungry_here(hungry) { hungry + 1 } else { epoch << EPOCH_SHIFT | 1 };
+            match self.hungry.compare_exchange_weak(hungry, counted, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => hungry = now,
+            }
+        }
+    }
+
+    /// Takes the caller off the hungry count (unless a fork since it
+    /// turned hungry started the count again).
+    #[cold]
+    fn no_longer_hungry(&self) {
+        let mut hungry = self.hungry.load(Ordering::Relaxed);
+        while self.hungry_here(hungry) {
+            // The last one leaves the word 0, epoch and all: the fast
+            // paths read only that.
+            let left = if hungry & HUNGRY_COUNT == 1 { 0 } else { hungry - 1 };
+            match self.hungry.compare_exchange_weak(hungry, left, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => hungry = now,
+            }
+        }
     }
 
     #[cold]
@@ -102,7 +150,7 @@ impl<R: Recorder> RawSpin<R> {
                 && self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
                 if hungry {
-                    self.hungry.fetch_sub(1, Ordering::Relaxed);
+                    self.no_longer_hungry();
                 }
                 self.recorder.acquired(AcquireKind::Spin, record::waited::<R>(start));
                 return true;
@@ -113,7 +161,7 @@ impl<R: Recorder> RawSpin<R> {
                 }
                 shift = (shift + 1).min(MAX_BACKOFF_SHIFT);
                 if budget.exhausted() {
-                    self.hungry.fetch_add(1, Ordering::Relaxed);
+                    self.turn_hungry();
                     hungry = true;
                     budget = SpinBudget::new(clock::ns_to_cycles(YIELD_AFTER_NS));
                 }
@@ -124,7 +172,7 @@ impl<R: Recorder> RawSpin<R> {
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 if hungry {
-                    self.hungry.fetch_sub(1, Ordering::Relaxed);
+                    self.no_longer_hungry();
                 }
                 self.recorder.timed_out(record::waited::<R>(start));
                 return false;
@@ -190,3 +238,45 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawSpin<R> {
 
 // A timed-out attempt leaves nothing.
 crate::clock::timed_by_deadline!(RawSpin);
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A parent's hungry waiter is not the child's: in a child of `fork`
+    /// the free lock is taken at once (its try-lock failed every time, the
+    /// parent's waiter counted hungry for ever there), and the child's own
+    /// hunger is counted from nothing.
+    #[test]
+    fn a_parents_hungry_waiter_keeps_nobody_from_the_childs_lock() {
+        let lock = Arc::new(RawSpin::<NoStats>::new());
+        lock.lock();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                lock.lock();
+                // SAFETY: this thread holds it.
+                unsafe { lock.unlock() };
+            })
+        };
+        let started = Instant::now();
+        while lock.hungry.load(Ordering::Relaxed) & HUNGRY_COUNT == 0 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "the waiter never turned hungry");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let child_takes_it = crate::sync::in_forked_child(|| {
+            // SAFETY: the forking thread held it; its copy is this thread's.
+            unsafe { lock.unlock() };
+            let taken = lock.try_lock();
+            // SAFETY: taken just now.
+            unsafe { lock.unlock() };
+            taken
+        });
+        // SAFETY: held by this thread since the start.
+        unsafe { lock.unlock() };
+        waiter.join().unwrap();
+        assert!(child_takes_it, "the child's try-lock of its free lock failed");
+        assert_eq!(lock.hungry.load(Ordering::Relaxed), 0, "the parent's count back to nothing");
+    }
+}

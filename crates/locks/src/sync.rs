@@ -244,6 +244,35 @@ pub fn forked() -> bool {
     false
 }
 
+/// How many forks made this process from the first that used a lock
+/// (0 in it): a count a lock keeps beside state that only the threads of
+/// one process can take back (`spin`'s hungry waiters) tells a parent's
+/// leftover from its own.
+#[cfg(not(loom))]
+static FORK_EPOCH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// This process's fork epoch (see [`FORK_EPOCH`]), counted once the fork
+/// handler is registered (by [`note_forks`] or any thread id's lookup).
+#[cfg(not(loom))]
+#[inline]
+pub fn fork_epoch() -> u32 {
+    FORK_EPOCH.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(loom)]
+pub fn fork_epoch() -> u32 {
+    0
+}
+
+/// Makes sure forks from now on are counted ([`fork_epoch`]).
+#[cfg(not(loom))]
+pub fn note_forks() {
+    register_fork_handler();
+}
+
+#[cfg(loom)]
+pub fn note_forks() {}
+
 /// Registers, once per process, what a child of `fork` runs: its only
 /// thread has a new kernel id but inherits the parent's thread-local cache
 /// (a stale id in a lock word would make two threads look like one owner
@@ -272,6 +301,7 @@ fn register_fork_handler() {
         // Runs in the thread that called fork: the child's only thread.
         let _ = TID.try_with(|t| t.set(0));
         FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+        FORK_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     REGISTER.call_once(|| {
         // SAFETY: registers plain functions that only touch thread-local
