@@ -455,7 +455,11 @@ fn with_progress<R>(
     total_runs: usize,
     run: impl FnOnce(&Calibration, &mut dyn FnMut(&str)) -> Result<R, String>,
 ) -> Result<R, String> {
-    stop_on_interrupt();
+    // ^C, SIGTERM and SIGHUP end the run in progress at once and start
+    // no other: the workers finish the operation they are in (a `dir
+    // --fs` file made is removed), the progress line is cleared, and
+    // lockmeter dies of the signal; a second one ends it there and then.
+    crate::stop::install();
     let calibration = Calibration::measure();
     let mut progress = Progress::new(total_runs);
     let mut started: usize = 0;
@@ -469,33 +473,6 @@ fn with_progress<R>(
         return Err(format!("interrupted after {finished} of {total_runs} runs; nothing written"));
     }
     report
-}
-
-/// ^C, SIGTERM and SIGHUP end the run in progress at once and start no
-/// other: the workers finish the operation they are in (a `dir --fs`
-/// file made is removed), the progress line is cleared, and lockmeter
-/// dies of the signal. A second one ends the process there and then.
-fn stop_on_interrupt() {
-    extern "C" fn on_interrupt(signal: libc::c_int) {
-        if interrupt::requested().is_some() {
-            // SAFETY: signal and raise are async-signal-safe.
-            unsafe {
-                libc::signal(signal, libc::SIG_DFL);
-                libc::raise(signal);
-            }
-        }
-        interrupt::request(signal);
-    }
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a handler that stores an atomic (async-signal-safe), for
-        // signals whose disposition is the default (one ignored, as
-        // under nohup, stays ignored).
-        unsafe {
-            if libc::signal(signal, libc::SIG_IGN) != libc::SIG_IGN {
-                libc::signal(signal, on_interrupt as *const () as libc::sighandler_t);
-            }
-        }
-    }
 }
 
 /// A report in `format`, from its three renderings.

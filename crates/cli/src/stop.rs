@@ -1,5 +1,5 @@
-//! A stop asked (^C, SIGTERM, SIGHUP) of a command that runs programs of
-//! its own one after another (`advise`, the demo): the program running
+//! A stop asked (^C, SIGTERM, SIGHUP) of a command that runs programs or
+//! measurements one after another (`advise`, the demo, `bench`): the program running
 //! is passed the stop, with the processes it started (it runs in a
 //! process group of its own, which the terminal's ^C does not reach:
 //! lockmeter passes that on too), bench runs in progress end at once,
