@@ -447,6 +447,11 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // The path was checked before the rounds; a plot that still cannot
     // be drawn fails the command, after the verdict above.
     if let Some(path) = &options.plot {
+        // A stop that came while the verdict was printed ends the command
+        // before it writes anything more.
+        if crate::stop::requested().is_some() {
+            return Err(Failure::runtime(format!("interrupted after the {total} runs; {} not written", path.display())));
+        }
         crate::args::write_plot(path, |image| plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, image))
             .map_err(Failure::runtime)?;
         outln!("\nPlot: {}", path.display());

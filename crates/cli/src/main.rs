@@ -610,8 +610,10 @@ fn command_main() -> ExitCode {
                 demo::Settings { rounds: rounds.unwrap_or(3), run, pairs: 2_000_000, plot }
             };
             let result = demo::run(&settings);
-            if let (Some(signal), Err(message)) = (stop::requested(), &result) {
-                say!("lockmeter: {message}");
+            if let Some(signal) = stop::requested() {
+                if let Err(message) = &result {
+                    say!("lockmeter: {message}");
+                }
                 stop::die_of(signal);
                 return ExitCode::from(128 + signal as u8);
             }
@@ -624,16 +626,16 @@ fn command_main() -> ExitCode {
                 return ExitCode::from(2);
             }
             let result = bench::run(options);
-            if let (Some(signal), Err(message)) = (lockmeter_bench::interrupt::requested(), &result) {
-                say!("lockmeter: {message}");
+            // A stop that came after the last run still ends the bench
+            // by its signal, once what was measured is written.
+            if let Some(signal) = lockmeter_bench::interrupt::requested() {
+                if let Err(message) = &result {
+                    say!("lockmeter: {message}");
+                }
                 // Dying of the signal, not exiting 128 + it: a shell loop
                 // running the bench stops at ^C only for a child killed
                 // by SIGINT (its other rounds ran on).
-                // SAFETY: signal and raise; nothing is left to clean up.
-                unsafe {
-                    libc::signal(signal, libc::SIG_DFL);
-                    libc::raise(signal);
-                }
+                stop::die_of(signal);
                 return ExitCode::from(128 + signal as u8);
             }
             result
@@ -711,7 +713,13 @@ fn command_main() -> ExitCode {
             let options = advise::Options { shown_as: advise::shown(&command), command, variants: locks, repeat, metric, plot, input };
             stop::install();
             return match (advise::advise(&options), stop::requested()) {
-                (Ok(()), _) => ExitCode::SUCCESS,
+                (Ok(()), None) => ExitCode::SUCCESS,
+                // Stopped after its last run: what it printed stands, but
+                // the stop is still its end, as a shell loop needs.
+                (Ok(()), Some(signal)) => {
+                    stop::die_of(signal);
+                    ExitCode::from(128 + signal as u8)
+                }
                 (Err(failure), Some(signal)) => {
                     say!("lockmeter: {}", failure.message);
                     stop::die_of(signal);
