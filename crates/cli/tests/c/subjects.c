@@ -719,6 +719,52 @@ static int alternate(void) {
     return 0;
 }
 
+/* rare_long: main takes rare_lock 40,000 times at one line, every
+ * 4,000th time for 2 ms, the others for nothing; a second thread takes it
+ * every 100 us meanwhile, so that it waits through each long hold. Prints
+ * the long holds' total and the second thread's waits' total (ns): every
+ * wait of the second thread is main's doing. */
+pthread_mutex_t rare_lock = PTHREAD_MUTEX_INITIALIZER;
+static int rare_done;
+static long long poke_waited_ns;
+
+static void *poke(void *arg) {
+    while (!__atomic_load_n(&rare_done, __ATOMIC_ACQUIRE)) {
+        long long start = now_ns();
+        pthread_mutex_lock(&rare_lock);
+        poke_waited_ns += now_ns() - start;
+        pthread_mutex_unlock(&rare_lock);
+        usleep(100);
+    }
+    return arg;
+}
+
+__attribute__((noinline)) static long long rare_hold(int i) {
+    long long held = 0;
+    pthread_mutex_lock(&rare_lock);
+    if (i % 4000 == 1) {
+        long long start = now_ns();
+        busy_us(2000);
+        held = now_ns() - start;
+    }
+    pthread_mutex_unlock(&rare_lock);
+    return held;
+}
+
+static int rare_long(void) {
+    pthread_t t;
+    long long long_ns = 0;
+    pthread_create(&t, NULL, poke, NULL);
+    for (int i = 0; i < 40000; i++) {
+        long_ns += rare_hold(i);
+        for (volatile int k = 0; k < 300; k++) {}
+    }
+    __atomic_store_n(&rare_done, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    printf("%lld %lld\n", long_ns, poke_waited_ns);
+    return 0;
+}
+
 /* fork_first: fork before any lock is taken (a daemon at start-up) but in
  * the fork's own prepare handler; the child holds a lock another of its
  * threads waits for, then releases it: exit 0 once that thread got it, 1
@@ -1212,6 +1258,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "hold")) return hold();
     if (!strcmp(mode, "xunlock")) return xunlock();
     if (!strcmp(mode, "periodic")) return periodic();
+    if (!strcmp(mode, "rare_long")) return rare_long();
     if (!strcmp(mode, "timedwait")) return timedwait();
     if (!strcmp(mode, "timeouts")) return timeouts();
     if (!strcmp(mode, "trylock")) return trylock();

@@ -397,12 +397,15 @@ impl Profiler {
     ///
     /// A timestamp costs about 10 ns on a virtual machine, more than
     /// everything else here together, and the waiter clock is a cache line
-    /// the waiters write: a hold is timed (and its delay measured) when the
-    /// acquisition waited (its timestamp is already taken), when this
-    /// thread's last timed hold of the lock was long (then the timestamps
-    /// cost nothing in comparison), and otherwise 1 in `HOLD_SAMPLE`
-    /// times. HOLD, UTIL and the delay of short holds are estimates scaled
-    /// from those samples; everything else is counted exactly.
+    /// the waiters write (read, it stays in this CPU's cache while nobody
+    /// waits): a hold is timed (and its delay measured) when the
+    /// acquisition waited (its timestamp is already taken), when threads
+    /// wait as it begins, when this thread's last timed hold of the lock
+    /// was long (then the timestamps cost nothing in comparison), and
+    /// otherwise 1 in `HOLD_SAMPLE` times; an untimed hold that threads
+    /// come to wait through is counted at its release. HOLD, UTIL and the
+    /// delay of short holds are estimates scaled from those samples;
+    /// everything else is counted exactly.
     #[inline(always)]
     pub fn acquired_exclusive(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
         // One after the other: an operation lost for want of a lock slot
@@ -471,19 +474,22 @@ impl Profiler {
         // long hold is seen at least once, and a lock taken a few times is
         // timed whole: scaled as a draw, a first hold of 1 ms before 160
         // short ones read as 16 ms, and with no draw among a few holds,
-        // one 10 ms hold of 8 read as 40 ms); the others 1 in
-        // HOLD_SAMPLE, drawn at random (a fixed turn, every 16th, aliased
-        // with the program's own periods).
-        let always = now.is_some() || mine.long_holds.load(Relaxed) != 0 || turn <= HOLD_SAMPLE;
+        // one 10 ms hold of 8 read as 40 ms), and holds that begin while
+        // threads wait (they delay them from their first instant); the
+        // others 1 in HOLD_SAMPLE, drawn at random (a fixed turn, every
+        // 16th, aliased with the program's own periods). The waiters are
+        // read either way: an untimed hold that threads come to wait
+        // through is counted at its release (see `release_exclusive_in`).
+        let waiters = record.clock.now();
+        mine.waiters_at_acquire.store(waiters, Relaxed);
+        let always = now.is_some() || waiters.count() != 0 || mine.long_holds.load(Relaxed) != 0 || turn <= HOLD_SAMPLE;
         let sampled = !always && in_the_sample();
         if !always && !sampled {
             mine.acquired_at.store(0, Relaxed);
             return;
         }
         mine.hold_sampled.store(u32::from(sampled), Relaxed);
-        let waiters = record.clock.now();
         mine.acquired_at.store(now.unwrap_or_else(cycles).max(1), Relaxed);
-        mine.waiters_at_acquire.store(waiters, Relaxed);
     }
 
     /// An exclusive hold is about to end: call just before the real
@@ -511,13 +517,33 @@ impl Profiler {
         }
         mine.holding.store(0, Relaxed);
         let started = mine.acquired_at.load(Relaxed);
-        if started == 0 {
-            return None;
-        }
-        let at_start = mine.waiters_at_acquire.load(Relaxed);
         let at_end = record.clock.now();
+        let at_start = mine.waiters_at_acquire.load(Relaxed);
+        if started == 0 {
+            if at_end == at_start {
+                return None;
+            }
+            return Self::waited_through(block, index, at_start, at_end);
+        }
         let sampled = mine.hold_sampled.load(Relaxed) != 0;
         Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: false, sampled })
+    }
+
+    /// An untimed hold ended with the waiter clock changed since it began
+    /// (unchanged, nobody came, and the hold stays the sample's to
+    /// estimate). Nobody waited when it began (or it would be timed), so
+    /// threads waited through it: a rare long hold among short ones at one line
+    /// (15 of 16 went unseen, and with them the waits they caused). Its
+    /// delay is exact without its start (with no waiters at the start,
+    /// the start drops out of the waiter-time formula), and it lasted at
+    /// least as long as its waiters waited through it on average: counted
+    /// as a hold of that length, as itself, not as a draw.
+    #[inline(never)]
+    fn waited_through(block: &ThreadBlock, index: u32, at_start: table::Waiters, at_end: table::Waiters) -> Option<Release<'_>> {
+        let ended = cycles();
+        let delay = table::WaiterClock::delay(at_start, 0, at_end, ended);
+        let started = ended.saturating_sub(delay / at_end.count().max(1)).max(1);
+        Some(Release { block, index, started, ended, at_start, at_end, shared: false, sampled: false })
     }
 
     /// Counts a hold that [`Profiler::releasing_exclusive`] (or an rwlock

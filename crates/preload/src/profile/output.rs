@@ -1082,19 +1082,25 @@ fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::O
 fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units, duration_ns: u64) -> Option<profile::InProgress> {
     let now = clock::cycles();
     let mut progress = profile::InProgress::default();
+    progress.waiters = record.clock.now().count();
+    progress.waited_ns = units.ns(record.clock.waited_so_far(now)).min(progress.waiters.saturating_mul(duration_ns));
     for mine in users.iter().map(|b| b.lock(index)) {
         if mine.holding.load(Relaxed) != 0 {
             progress.holders += 1;
             let since = mine.acquired_at.load(Relaxed);
-            if since != 0 {
-                progress.held_ns = progress.held_ns.max(units.ns(now.saturating_sub(since)));
-            }
+            let held_ns = if since != 0 {
+                units.ns(now.saturating_sub(since))
+            } else {
+                // Untimed: nobody waited when it began (see
+                // `acquired_exclusive_in`), so the waiters now came during
+                // it, and it has lasted at least their average wait.
+                progress.waited_ns / progress.waiters.max(1)
+            };
+            progress.held_ns = progress.held_ns.max(held_ns);
         }
         progress.readers += u64::from(mine.reads_open.load(Relaxed));
     }
     progress.held_ns = progress.held_ns.min(duration_ns);
-    progress.waiters = record.clock.now().count();
-    progress.waited_ns = units.ns(record.clock.waited_so_far(now)).min(progress.waiters.saturating_mul(duration_ns));
     (progress.holders + progress.readers + progress.waiters > 0).then_some(progress)
 }
 
