@@ -190,6 +190,21 @@ fn a_rare_long_hold_that_a_thread_waits_through_is_seen() {
     assert!(lock.counters.hold_ns.max >= MS, "HOLD max {} ns beside 2 ms holds", lock.counters.hold_ns.max);
 }
 
+/// Memory that held a mutex, freed without a destroy call and used again
+/// as an rwlock, holds a new lock of its own: its reads count (they were
+/// lost, the rwlock read as the mutex with 12 acquisitions of 112).
+#[test]
+fn a_lock_of_another_kind_in_a_freed_locks_memory_is_a_lock_of_its_own() {
+    let (output, profile) = profile(&["kind_reuse"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "1", "the allocator gave the rwlock the mutex's memory");
+    let count = |kind: lockmeter_stats::profile::Kind| -> Vec<u64> {
+        profile.locks.iter().filter(|l| l.kind == kind && l.name.starts_with("heap@")).map(|l| l.counters.acquisitions).collect()
+    };
+    let names: Vec<_> = profile.locks.iter().map(|l| &l.name).collect();
+    assert_eq!(count(lockmeter_stats::profile::Kind::Mutex), [5], "{names:?}");
+    assert_eq!(count(lockmeter_stats::profile::Kind::Rwlock), [107], "{names:?}");
+}
+
 #[test]
 fn refused_trylocks_are_counted_exactly() {
     let (_, profile) = profile(&["trylock"]);

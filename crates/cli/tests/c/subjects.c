@@ -765,6 +765,32 @@ static int rare_long(void) {
     return 0;
 }
 
+/* kind_reuse: a zeroed mutex on the heap taken 5 times and freed without
+ * a destroy call, its memory then used as a zeroed rwlock, read 100 times
+ * and written 7; prints whether the two had one address. */
+static int kind_reuse(void) {
+    /* (malloc and memset: calloc passes over the chunk free put back) */
+    pthread_mutex_t *m = malloc(64);
+    memset(m, 0, 64);
+    for (int i = 0; i < 5; i++) {
+        pthread_mutex_lock(m);
+        pthread_mutex_unlock(m);
+    }
+    free(m);
+    pthread_rwlock_t *rw = malloc(64);
+    memset(rw, 0, 64);
+    for (int i = 0; i < 100; i++) {
+        pthread_rwlock_rdlock(rw);
+        pthread_rwlock_unlock(rw);
+    }
+    for (int i = 0; i < 7; i++) {
+        pthread_rwlock_wrlock(rw);
+        pthread_rwlock_unlock(rw);
+    }
+    printf("%d\n", (void *)m == (void *)rw);
+    return 0;
+}
+
 /* fork_first: fork before any lock is taken (a daemon at start-up) but in
  * the fork's own prepare handler; the child holds a lock another of its
  * threads waits for, then releases it: exit 0 once that thread got it, 1
@@ -1259,6 +1285,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "xunlock")) return xunlock();
     if (!strcmp(mode, "periodic")) return periodic();
     if (!strcmp(mode, "rare_long")) return rare_long();
+    if (!strcmp(mode, "kind_reuse")) return kind_reuse();
     if (!strcmp(mode, "timedwait")) return timedwait();
     if (!strcmp(mode, "timeouts")) return timeouts();
     if (!strcmp(mode, "trylock")) return trylock();

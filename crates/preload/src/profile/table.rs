@@ -592,7 +592,15 @@ impl Tables {
                 let record = &self.locks[slot];
                 let key = record.key.load(Acquire);
                 if key == address {
-                    let flags = record.flags.load(Relaxed);
+                    let mut flags = record.flags.load(Relaxed);
+                    if flags & RETIRED == 0 && record.kind.load(Relaxed) != kind {
+                        // A lock of another kind at a live lock's address:
+                        // the memory was freed without a destroy call and
+                        // holds a new lock now (a zeroed mutex's memory
+                        // used again as a zeroed rwlock was read as the
+                        // mutex, and its 100 reads lost from its TOTAL).
+                        flags = record.flags.fetch_or(RETIRED, Relaxed) | RETIRED;
+                    }
                     if flags & RETIRED == 0 {
                         return Some((slot as u32, record));
                     }
@@ -773,12 +781,14 @@ mod tests {
         other.flags.fetch_or(RETIRED, Relaxed);
         let (other_kind, other_kind_record) = tables.initialised(0x1000, 1, 7).unwrap();
         assert_ne!(other_kind, first);
-        // While a live record of the address exists, it is the record: no
-        // second live one.
-        assert_eq!(tables.initialised(0x1000, 0, 7).unwrap().0, other_kind);
+        // While a live record of the address and kind exists, it is the
+        // record: no second live one.
+        assert_eq!(tables.initialised(0x1000, 1, 7).unwrap().0, other_kind);
         assert_eq!(record.flags.load(Relaxed) & RETIRED, RETIRED);
-        other_kind_record.flags.fetch_or(RETIRED, Relaxed);
+        // A lock of another kind at a live record's address is a new lock
+        // in memory freed without a destroy call: the live record retires.
         assert_eq!(tables.initialised(0x1000, 0, 7).unwrap().0, first, "the retired record of site 7 revives");
+        assert_eq!(other_kind_record.flags.load(Relaxed) & RETIRED, RETIRED, "the other kind's record retired");
         assert_eq!(tables.health.locks_used.load(Relaxed), 3);
     }
 
