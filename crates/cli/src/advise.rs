@@ -33,11 +33,11 @@ impl Variant {
 /// Parses `--locks`: names among glibc and the algorithms, or `all`.
 pub fn variants(text: &str) -> Result<Vec<Variant>, String> {
     let mut out = vec![Variant::Glibc];
-    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in crate::args::list_items(text)? {
         let add: Vec<Variant> = match name {
             "all" => Algorithm::ALL.iter().map(|&a| Variant::Ours(a)).collect(),
             "glibc" => vec![],
-            other => vec![Variant::Ours(other.parse::<Algorithm>().map_err(|e| e.to_string())?)],
+            other => vec![Variant::Ours(other.parse::<Algorithm>().map_err(|e| format!("{e}, or all"))?)],
         };
         for v in add {
             if !out.contains(&v) {

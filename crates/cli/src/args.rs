@@ -47,14 +47,21 @@ pub fn millisecond_or_more(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A comma-separated list of whole numbers within `min..=max`.
-fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, String> {
-    let mut out = Vec::new();
+/// The items of a comma-separated list, trimmed; an empty item between
+/// commas (`2,,4`, `adaptive,`) is refused as a likely slip, an empty
+/// list is left to its parser to name.
+pub fn list_items(text: &str) -> Result<Vec<&str>, String> {
     let items: Vec<&str> = text.split(',').map(str::trim).collect();
     if items.len() > 1 && items.iter().any(|s| s.is_empty()) {
         return Err(format!("'{text}' has an empty item"));
     }
-    for item in items.into_iter().filter(|s| !s.is_empty()) {
+    Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+/// A comma-separated list of whole numbers within `min..=max`.
+fn numbers(text: &str, what: &str, min: u64, max: u64) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for item in list_items(text)? {
         let n: u64 = item.parse().map_err(|_| format!("'{item}' is not a whole number of {what}"))?;
         if n < min || n > max {
             return Err(format!("{what} must be between {min} and {max}, not {n}"));
@@ -95,7 +102,7 @@ pub fn duty_list(text: &str) -> Result<List<u64>, String> {
 /// Locks: names and the groups `ours`, `peers`, `all`.
 pub fn lock_list(text: &str) -> Result<List<LockKind>, String> {
     let mut out: Vec<LockKind> = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for item in list_items(text)? {
         let group: Vec<LockKind> = match item {
             "ours" => LockKind::ours().collect(),
             "peers" => LockKind::PEERS.to_vec(),
@@ -354,6 +361,11 @@ mod tests {
         assert_eq!(thread_list("4,1,2"), Ok(List(vec![1, 2, 4])));
         assert_eq!(period_list("10000,1000"), Ok(List(vec![1000, 10000])));
         assert!(thread_list("1,,2").unwrap_err().contains("empty item"));
+        // Every list alike: a name lost between two commas is a slip to
+        // say, not to pass over.
+        assert!(lock_list("adaptive,,futex").unwrap_err().contains("empty item"));
+        assert!(crate::torture::subjects("adaptive,").unwrap_err().contains("empty item"));
+        assert!(crate::advise::variants(",mcs").unwrap_err().contains("empty item"));
         assert!(thread_list("0").unwrap_err().contains("between 1"));
         assert!(thread_list("two").is_err());
         assert!(thread_list("").is_err());

@@ -157,6 +157,13 @@ enum Command {
     ///   lockmeter bench dir --fs /tmp/scratch --threads 1,2,4
     ///   lockmeter bench pair --locks tas-floor,adaptive,peers
     ///   lockmeter bench scorecard --threads 1,2,4,16,64,256,1024 --pin
+    ///
+    /// Exit status: 0 when every run ran and what was asked was written,
+    /// whatever the figures; 2 for bad options (an output path that cannot
+    /// be written, found before the first run, included); 1 when a
+    /// measurement could not run or an output could not be written after
+    /// the runs. ^C, SIGTERM or SIGHUP ends the run in progress, writes
+    /// nothing, and it dies of the signal.
     #[command(verbatim_doc_comment)]
     Bench {
         #[command(subcommand)]
@@ -165,8 +172,9 @@ enum Command {
     /// Draw the plots of a saved `lockmeter bench --format json` report,
     /// without running it again.
     ///
-    /// Exit status: 0 when drawn; 2 for bad options or a file that is
-    /// not a bench report; 1 when a plot cannot be drawn or written.
+    /// Exit status: 0 when drawn; 2 for bad options, a file that is not a
+    /// bench report, or a plot path that cannot be written, found before
+    /// drawing; 1 when a plot cannot be drawn, or its writing fails.
     ///
     /// Example: lockmeter plot duty.json --histogram hist.svg --threads 16 --locks adaptive,futex,parking_lot
     Plot {
@@ -388,8 +396,10 @@ enum Command {
     /// csv and folded; json, pprof and flamegraph take one. A saved bench
     /// report (`bench --save`) renders as its table, csv or json.
     ///
-    /// Exit status: 0 when rendered; 2 for bad options or a file that
-    /// cannot be read as a profile; 1 when the output cannot be written.
+    /// Exit status: 0 when rendered; 2 for bad options, a file that
+    /// cannot be read as a profile, or an output path that cannot be
+    /// written, found before rendering (a directory, a missing one); 1
+    /// when writing the output fails (a full disk).
     ///
     /// Examples:
     ///   lockmeter report prof.json --format pprof -o prof.pb.gz

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Parses `--lock`: an algorithm, `all` (every real one) or `busted`.
 pub fn subjects(text: &str) -> Result<Vec<Subject>, String> {
     let mut out = Vec::new();
-    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in crate::args::list_items(text)? {
         match name {
             "all" => out.extend(Algorithm::ALL.iter().map(|&a| Subject::Ours(a))),
             "busted" => out.push(Subject::Busted),
