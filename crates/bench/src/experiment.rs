@@ -147,30 +147,47 @@ pub struct Provenance {
     /// workers were runnable and no CPU ran them, which no lock can help.
     /// Null where the kernel does not say.
     pub steal_pct: Option<f64>,
+    /// The share of the CPUs' time other programs of this machine used
+    /// during the run, in per cent: busy time that was not lockmeter's.
+    /// Their threads took CPUs from the workers, so figures read lower and
+    /// noisier (a scorecard beside a build met 1 target of 25). Null where
+    /// the kernel does not say (and in reports saved before it was kept).
+    #[serde(default)]
+    pub others_pct: Option<f64>,
 }
 
 /// A run under way, for its [`Provenance`].
 pub struct ProvenanceStart {
     started_unix_s: u64,
     cpu: Option<CpuTicks>,
+    own: Option<u64>,
 }
 
 impl Provenance {
     /// Notes the start of a run.
     pub fn start() -> ProvenanceStart {
         let started_unix_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        ProvenanceStart { started_unix_s, cpu: CpuTicks::read() }
+        ProvenanceStart { started_unix_s, cpu: CpuTicks::read(), own: own_ticks() }
     }
 }
 
 impl ProvenanceStart {
     /// The provenance of the run now ending.
     pub fn finish(&self, pinned: bool) -> Provenance {
-        let steal_pct = match (&self.cpu, CpuTicks::read()) {
+        let (cpu, own) = (CpuTicks::read(), own_ticks());
+        let (steal_pct, others_pct) = match (&self.cpu, &cpu) {
             (Some(before), Some(after)) if after.total > before.total => {
-                Some(100.0 * after.steal.saturating_sub(before.steal) as f64 / (after.total - before.total) as f64)
+                let share = |ticks: u64| 100.0 * ticks as f64 / (after.total - before.total) as f64;
+                let others = match (self.own, own) {
+                    (Some(own_before), Some(own_after)) => {
+                        let busy = after.busy.saturating_sub(before.busy);
+                        Some(share(busy.saturating_sub(own_after.saturating_sub(own_before))))
+                    }
+                    _ => None,
+                };
+                (Some(share(after.steal.saturating_sub(before.steal))), others)
             }
-            _ => None,
+            _ => (None, None),
         };
         Provenance {
             lockmeter_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -180,15 +197,28 @@ impl ProvenanceStart {
             started_unix_s: self.started_unix_s,
             pinned,
             steal_pct,
+            others_pct,
         }
     }
 }
 
+/// lockmeter's own CPU time so far, in the ticks of /proc/stat: user and
+/// system time of all its threads, /proc/self/stat's 14th and 15th fields
+/// (counted after the command name's closing parenthesis, as a name may
+/// hold spaces).
+fn own_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
 /// The whole machine's CPU time so far, in ticks, from /proc/stat's first
-/// line: all of it, and the part stolen.
+/// line: all of it, the part stolen, and the part busy (neither idle,
+/// waiting for I/O, nor stolen).
 struct CpuTicks {
     total: u64,
     steal: u64,
+    busy: u64,
 }
 
 impl CpuTicks {
@@ -202,17 +232,20 @@ impl CpuTicks {
     fn parse(line: &str) -> Option<CpuTicks> {
         let fields: Vec<u64> = line.strip_prefix("cpu ")?.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
         let steal = *fields.get(7)?;
-        Some(CpuTicks { total: fields.iter().take(8).sum(), steal })
+        let total: u64 = fields.iter().take(8).sum();
+        let (idle, iowait) = (*fields.get(3)?, *fields.get(4)?);
+        Some(CpuTicks { total, steal, busy: total - idle - iowait - steal })
     }
 }
 
 /// A note for a table's header when a hypervisor took more than 1% of
-/// the CPUs' time during the run: its figures are the noisier for it.
-pub fn steal_note(provenance: &Provenance) -> Option<String> {
-    provenance
-        .steal_pct
-        .filter(|&steal| steal > 1.0)
-        .map(|steal| format!("(the hypervisor gave {steal:.1}% of the CPUs' time to other guests during the run: figures are the noisier for it)"))
+/// the CPUs' time during the run, or other programs used more than 5% of
+/// it: its figures are the noisier for it, and lower.
+pub fn noise_note(provenance: &Provenance) -> Option<String> {
+    let steal = provenance.steal_pct.filter(|&steal| steal > 1.0).map(|steal| format!("the hypervisor gave {steal:.1}% of the CPUs' time to other guests"));
+    let others = provenance.others_pct.filter(|&others| others > 5.0).map(|others| format!("other programs used {others:.1}% of the CPUs' time"));
+    let said: Vec<String> = [steal, others].into_iter().flatten().collect();
+    (!said.is_empty()).then(|| format!("({} during the run: figures are the noisier for it)", said.join(", and ")))
 }
 
 /// A run's full statistics and the time they cover.
@@ -1139,14 +1172,34 @@ mod tests {
     /// first eight (guest time is in user time already); a run the
     /// hypervisor took more than 1% of says so in its table's header.
     #[test]
-    fn steal_time_is_read_and_noted_past_one_per_cent() {
+    fn steal_and_other_programs_are_read_and_noted_past_their_thresholds() {
         let ticks = CpuTicks::parse("cpu  100 0 50 800 10 0 5 35 20 0").unwrap();
-        assert_eq!((ticks.total, ticks.steal), (1000, 35));
+        assert_eq!((ticks.total, ticks.steal, ticks.busy), (1000, 35, 155));
         assert!(CpuTicks::parse("intr 1 2 3").is_none());
-        let with = |steal| Provenance { steal_pct: steal, ..Default::default() };
-        assert!(steal_note(&with(Some(3.5))).unwrap().contains("3.5% of the CPUs' time"));
-        assert!(steal_note(&with(Some(0.4))).is_none() && steal_note(&with(None)).is_none());
+        let with = |steal, others| Provenance { steal_pct: steal, others_pct: others, ..Default::default() };
+        assert!(noise_note(&with(Some(3.5), None)).unwrap().contains("3.5% of the CPUs' time to other guests"));
+        assert!(noise_note(&with(Some(0.4), Some(4.0))).is_none() && noise_note(&with(None, None)).is_none());
+        let both = noise_note(&with(Some(2.0), Some(40.0))).unwrap();
+        assert!(both.contains("2.0% of the CPUs' time to other guests, and other programs used 40.0%"), "{both}");
         assert!(CpuTicks::read().is_some(), "this kernel's /proc/stat");
+        assert!(own_ticks().is_some(), "this kernel's /proc/self/stat");
+    }
+
+    /// A program busy on a CPU beside a run reads as other programs' use:
+    /// the real /proc, not a parsed line.
+    #[test]
+    fn a_busy_program_beside_a_run_is_seen() {
+        let start = Provenance::start();
+        let mut busy = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let provenance = start.finish(false);
+        busy.kill().unwrap();
+        busy.wait().unwrap();
+        // One busy program of `cores` CPUs, give or take the machine's own
+        // work and the ticks' granularity.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let others = provenance.others_pct.expect("read from /proc");
+        assert!(others > 50.0 / cores && others <= 100.0, "{others}% with one busy program on {cores} CPUs");
     }
 
     /// A worker that sees the deadline pass stops the run then, and the

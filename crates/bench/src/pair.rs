@@ -156,7 +156,7 @@ impl PairReport {
             self.repeat,
             self.seconds_per_run * 1e3
         );
-        if let Some(note) = crate::experiment::steal_note(&self.provenance) {
+        if let Some(note) = crate::experiment::noise_note(&self.provenance) {
             let _ = writeln!(out, "{note}");
         }
         out.push('\n');

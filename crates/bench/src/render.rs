@@ -49,7 +49,7 @@ pub fn table(report: &Report) -> String {
         report.repeat,
         run_length(report.seconds_per_run)
     );
-    for note in [overran(report), crate::experiment::steal_note(&report.provenance)].into_iter().flatten() {
+    for note in [overran(report), crate::experiment::noise_note(&report.provenance)].into_iter().flatten() {
         let _ = writeln!(out, "{note}");
     }
     for (period, duty, points) in panels(report) {

@@ -545,10 +545,12 @@ impl ScorecardReport {
             "{}; `adaptive` against the best peer (glibc, glibc-adaptive, glibc-pi, std, parking_lot)\n",
             self.machine.summary()
         );
-        // The experiment the hypervisor took the most from.
-        let provenances = self.reports.iter().map(|r| &r.provenance).chain([&self.pair.provenance]);
-        let most_stolen = provenances.max_by(|a, b| a.steal_pct.unwrap_or(0.0).total_cmp(&b.steal_pct.unwrap_or(0.0)));
-        if let Some(note) = most_stolen.and_then(crate::experiment::steal_note) {
+        // The most the hypervisor and other programs took in any
+        // experiment.
+        let provenances = || self.reports.iter().map(|r| &r.provenance).chain([&self.pair.provenance]);
+        let most = |share: fn(&crate::experiment::Provenance) -> Option<f64>| provenances().filter_map(share).max_by(f64::total_cmp);
+        let worst = crate::experiment::Provenance { steal_pct: most(|p| p.steal_pct), others_pct: most(|p| p.others_pct), ..Default::default() };
+        if let Some(note) = crate::experiment::noise_note(&worst) {
             let _ = writeln!(out, "{note}");
         }
         out.push('\n');
