@@ -424,7 +424,10 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                     100.0 * chance
                 );
                 let input = options.input.as_ref().map_or(String::new(), |path| format!(" < {}", shell_quoted(&path.to_string_lossy())));
-                outln!("Try it: lockmeter run --lock {variant} -- {}{input}", options.shown_as);
+                // Served as measured, unrecorded (a profile's counting
+                // gave back a third of cache's gain under adaptive).
+                outln!("Try it: lockmeter run --lock {variant} --no-profile -- {}{input}", options.shown_as);
+                outln!("(without --no-profile, with its lock profile: SPIN and SLEEP say how waits went)");
             }
             Verdict::TooSmall => outln!(
                 "No recommendation: the best, {variant} ({name} {shown}x glibc's), gains less than 3% over glibc's locks here, \

@@ -220,6 +220,7 @@ enum Command {
     ///   lockmeter run --frames 8 --format flamegraph -o waits.svg -- ./db_bench
     ///   lockmeter run --interval 5s -- ./long-running-daemon
     ///   lockmeter run --lock adaptive -- ./server     (serve its locks with ours)
+    ///   lockmeter run --lock adaptive --no-profile -- ./server   (serve them, record nothing)
     ///   lockmeter run --lock adaptive --oncpu -- ./server   (adaptive asks the kernel who runs)
     #[command(verbatim_doc_comment)]
     Run {
@@ -236,6 +237,12 @@ enum Command {
         /// and SLEEP columns.
         #[arg(long, value_name = "ALG", value_parser = served_algorithm)]
         lock: Option<Algorithm>,
+        /// With --lock: serve CMD's locks and record nothing (no report),
+        /// as `advise` measures them. Recording costs about 10 ns an
+        /// acquisition (more where locks are contended), which a program
+        /// taking its lock tens of millions of times a second feels.
+        #[arg(long, requires = "lock", conflicts_with_all = ["output", "frames", "interval", "max_locks", "format", "merge"])]
+        no_profile: bool,
         /// Capture up to N frames of the stack of each contended acquisition.
         #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32), allow_hyphen_values = true)]
         frames: u64,
@@ -661,10 +668,11 @@ fn command_main() -> ExitCode {
             };
         }
         Command::Oncpu { action } => return oncpu::main(action),
-        Command::Run { output, rendering, lock, frames, interval, max_locks, oncpu, command } => {
+        Command::Run { output, rendering, lock, no_profile, frames, interval, max_locks, oncpu, command } => {
             let options = run::RunOptions {
                 command,
                 lock,
+                no_profile,
                 oncpu,
                 rendering: rendering.rendering(output.as_deref()),
                 output,

@@ -191,6 +191,8 @@ pub struct RunOptions {
     pub command: Vec<OsString>,
     /// Serve the program's mutexes and condvars with this algorithm.
     pub lock: Option<lockmeter_locks::Algorithm>,
+    /// Serve with `lock` only: no profile recorded, none reported.
+    pub no_profile: bool,
     /// Hand CMD a private on-CPU table.
     pub oncpu: bool,
     pub output: Option<PathBuf>,
@@ -639,11 +641,15 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     command
         .args(&options.command[1..])
         .env("LD_PRELOAD", preload_with(&library))
-        .env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json"))
-        .env("LOCKMETER_TREE", &scratch.0)
+        .env_remove("LOCKMETER_OUTPUT")
+        .env_remove("LOCKMETER_TREE")
         .env_remove("LOCKMETER_ROOT_PID")
         .env_remove("LOCKMETER_LOCK")
         .env_remove(lockmeter_oncpu::FD_ENV);
+    // Without LOCKMETER_OUTPUT the library serves and records nothing.
+    if !options.no_profile {
+        command.env("LOCKMETER_OUTPUT", scratch.0.join("profile.%p.json")).env("LOCKMETER_TREE", &scratch.0);
+    }
     // The options say what the run records, their defaults included: a
     // variable left in the environment overrode `--frames 0`, and an
     // invalid one stopped CMD before it ran.
@@ -766,6 +772,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // the root's). A stop lockmeter received already (a ^C, a SIGTERM it
     // passed on) stops the wait too.
     let orphans = match ended {
+        // Unrecorded, the tree leaves no profile to wait for (as under
+        // time(1), CMD's end is the run's).
+        Ok(()) if options.no_profile => orphans::Outcome::default(),
         Ok(()) => {
             let stop = [(libc::SIGINT, "^C"), (libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")]
                 .into_iter()
@@ -779,8 +788,8 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // SAFETY: restoring the disposition saved above.
     unsafe { libc::signal(libc::SIGQUIT, previous_quit) };
     let status = status.map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
-    let profiles = collect(&scratch.0, root);
-    if profiles.is_empty() {
+    let profiles = if options.no_profile { Vec::new() } else { collect(&scratch.0, root) };
+    if profiles.is_empty() && !options.no_profile {
         let why = match status.signal() {
             // No handler runs on SIGKILL, and the library writes from one.
             Some(libc::SIGKILL) => "SIGKILL leaves no time to write one".to_string(),
@@ -789,7 +798,7 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         };
         say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
     }
-    if !orphans.left_running {
+    if !orphans.left_running && !options.no_profile {
         let silent = silent_members(&scratch.0, root);
         if !silent.is_empty() {
             let pids: Vec<String> = silent.iter().map(|pid| format!("pid {pid}")).collect();

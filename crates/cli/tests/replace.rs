@@ -206,6 +206,27 @@ fn a_library_that_locks_across_fork_from_its_constructor_works_in_the_child() {
     }
 }
 
+/// `--no-profile` serves CMD's mutexes as `--lock` does and records
+/// nothing: no report, CMD's output and status only (recording cost a
+/// served `cache` a quarter of its operations a second).
+#[test]
+fn lockmeter_run_lock_no_profile_serves_and_reports_nothing() {
+    let run = |options: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lockmeter")).arg("run").args(options).arg("--").arg(subjects()).arg("lock_word").output().unwrap()
+    };
+    let served = run(&["--lock", "adaptive", "--no-profile"]);
+    assert_eq!(served.status.code(), Some(3), "CMD's status");
+    assert_eq!(String::from_utf8_lossy(&served.stdout), "tid\n", "the mutex's word names its owner: served");
+    assert!(served.stderr.is_empty(), "no report: {}", String::from_utf8_lossy(&served.stderr));
+    let profiled = run(&["--lock", "adaptive"]);
+    assert_eq!(String::from_utf8_lossy(&profiled.stdout), "tid\n");
+    assert!(String::from_utf8_lossy(&profiled.stderr).contains("UTIL"), "profiled, the report");
+    let glibc = run(&[]);
+    assert_eq!(String::from_utf8_lossy(&glibc.stdout), "1\n", "glibc's own mutex");
+    // Without an algorithm there is nothing to serve, and nothing asked.
+    assert_eq!(run(&["--no-profile"]).status.code(), Some(2));
+}
+
 /// Served and profiled: the report says how each wait was spent, and a
 /// lock that never spins (futex) shows no spins. (A wait whose lock was
 /// free again at the algorithm's first try is neither: it used to count

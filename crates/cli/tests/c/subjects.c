@@ -791,6 +791,20 @@ static int kind_reuse(void) {
     return 0;
 }
 
+/* lock_word: locks a mutex and prints what its first word holds: "tid"
+ * when it names the locking thread (a served adaptive, futex-tid or pi
+ * mutex), else the number (glibc's normal mutex keeps 1); then exits 3. */
+static int lock_word(void) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&m);
+    unsigned word;
+    memcpy(&word, &m, sizeof word);
+    if ((word & 0x3fffff) == (unsigned)syscall(SYS_gettid)) printf("tid\n");
+    else printf("%u\n", word);
+    pthread_mutex_unlock(&m);
+    return 3;
+}
+
 /* fork_first: fork before any lock is taken (a daemon at start-up) but in
  * the fork's own prepare handler; the child holds a lock another of its
  * threads waits for, then releases it: exit 0 once that thread got it, 1
@@ -1286,6 +1300,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "periodic")) return periodic();
     if (!strcmp(mode, "rare_long")) return rare_long();
     if (!strcmp(mode, "kind_reuse")) return kind_reuse();
+    if (!strcmp(mode, "lock_word")) return lock_word();
     if (!strcmp(mode, "timedwait")) return timedwait();
     if (!strcmp(mode, "timeouts")) return timeouts();
     if (!strcmp(mode, "trylock")) return trylock();
