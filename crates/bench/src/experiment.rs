@@ -475,6 +475,13 @@ impl Experiment {
         self.points().len() * self.repeat
     }
 
+    /// The length of each of its runs, in order (for progress: a time
+    /// left counted in runs read '~3s left' with 36 s of 3-second runs
+    /// to go after 400 short ones).
+    pub fn planned_runs(&self) -> Vec<Duration> {
+        vec![self.run; self.total_runs()]
+    }
+
     /// Runs every point `repeat` times, interleaved (every point runs once
     /// before any runs twice); `progress` is called before each run.
     pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {

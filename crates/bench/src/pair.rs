@@ -78,6 +78,11 @@ impl PairExperiment {
         self.locks.len() * self.repeat
     }
 
+    /// The length of each of its runs, in order (for progress).
+    pub fn planned_runs(&self) -> Vec<Duration> {
+        vec![self.run; self.total_runs()]
+    }
+
     /// Measures every lock `repeat` times in rotating order; `progress`
     /// is called before each run.
     pub fn run(&self, calibration: &Calibration, progress: impl FnMut(&str)) -> Result<PairReport, String> {

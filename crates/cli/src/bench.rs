@@ -386,7 +386,7 @@ pub fn run(o: Options) -> Result<(), String> {
         recording: Recording::Counts,
         pin: o.pin,
     };
-    let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    let report = with_progress(experiment.planned_runs(), |calibration, progress| experiment.run(calibration, progress))?;
     let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let text = render_as(
         o.format,
@@ -421,7 +421,7 @@ fn run_pair(o: Options) -> Result<(), String> {
         run: o.seconds.unwrap_or(if o.quick { Duration::from_millis(5) } else { Duration::from_millis(100) }),
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
     };
-    let report = with_progress(experiment.total_runs(), |calibration, progress| experiment.run(calibration, progress))?;
+    let report = with_progress(experiment.planned_runs(), |calibration, progress| experiment.run(calibration, progress))?;
     let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
     emit(&text, o.output.as_deref())?;
@@ -438,7 +438,7 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         pair_rounds: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
         pin: o.pin,
     };
-    let report = with_progress(scorecard.total_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
+    let report = with_progress(scorecard.planned_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
     let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let table = || {
         let smoke = if o.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
@@ -449,19 +449,20 @@ fn run_scorecard(o: Options) -> Result<(), String> {
     saved
 }
 
-/// Runs an experiment of `total_runs` runs on a freshly calibrated
+/// Runs an experiment of the `planned` runs on a freshly calibrated
 /// machine, with a progress line.
 fn with_progress<R>(
-    total_runs: usize,
+    planned: Vec<std::time::Duration>,
     run: impl FnOnce(&Calibration, &mut dyn FnMut(&str)) -> Result<R, String>,
 ) -> Result<R, String> {
+    let total_runs = planned.len();
     // ^C, SIGTERM and SIGHUP end the run in progress at once and start
     // no other: the workers finish the operation they are in (a `dir
     // --fs` file made is removed), the progress line is cleared, and
     // lockmeter dies of the signal; a second one ends it there and then.
     crate::stop::install();
     let calibration = Calibration::measure();
-    let mut progress = Progress::new(total_runs);
+    let mut progress = Progress::planned(planned);
     let mut started: usize = 0;
     let report = run(&calibration, &mut |step| {
         started += 1;
