@@ -76,10 +76,44 @@ fn with_room_for_legend(height: u32, locks: usize) -> u32 {
     height.max(LEGEND_TOP + LEGEND_LINE * locks as u32 + 60)
 }
 
-/// How lock `i` of a figure's legend is drawn: thick for ours, thin for
-/// the peers.
-fn line_style(i: usize, lock: &str) -> ShapeStyle {
-    ShapeStyle { color: PALETTE[i % PALETTE.len()].to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } }
+/// Every lock's place in [`PALETTE`]: one colour a lock, whatever else a
+/// figure shows (by place in the legend, `adaptive` was blue in one plot
+/// and red in the next, and glibc and futex swapped red); the peers and
+/// `adaptive` first, in the strongest colours, as they are drawn together
+/// most.
+const COLOURED: [&str; 20] = [
+    "adaptive",
+    "glibc",
+    "glibc-adaptive",
+    "glibc-pi",
+    "parking_lot",
+    "std",
+    "futex",
+    "futex-tid",
+    "pi",
+    "ticket",
+    "mcs",
+    "spin",
+    "adaptive-eager",
+    "adaptive-nobail",
+    "adaptive-nobackoff",
+    "ticket-nobackoff",
+    "adaptive-oncpu",
+    "adaptive-idlesleep",
+    "tas-floor",
+    "cas-floor",
+];
+
+/// The colour of `lock` (a recording lock's "+stats" label as its lock's).
+fn colour_of(lock: &str) -> RGBColor {
+    let name = lock.strip_suffix("+stats").unwrap_or(lock);
+    let place = COLOURED.iter().position(|l| *l == name).unwrap_or_else(|| name.bytes().map(usize::from).sum());
+    PALETTE[place % PALETTE.len()]
+}
+
+/// How `lock` is drawn: its colour, thick for ours, thin for the peers.
+fn line_style(lock: &str) -> ShapeStyle {
+    ShapeStyle { color: colour_of(lock).to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } }
 }
 
 /// The locks of `points`, in the order they first come: the legend's.
@@ -105,10 +139,19 @@ fn with_legend_column<DB: DrawingBackend>(
     let (panels, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
     for (i, lock) in locks.iter().enumerate() {
         let y = (LEGEND_TOP + LEGEND_LINE * i as u32) as i32;
-        legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(i, lock)))?;
+        legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(lock)))?;
         legend.draw(&Text::new(lock.to_string(), (42, y - 8), ("sans-serif", 14)))?;
     }
     Ok(panels)
+}
+
+/// A thread axis's tick label: the log axis ticks every count (1-10,
+/// 20-100, ...), whose labels ran together ("910"); only 1, 2 and 5
+/// times a power of ten are labelled.
+fn thread_tick(x: f64) -> String {
+    let count = x.round().max(1.0);
+    let leading = count / 10f64.powi(count.log10().floor() as i32);
+    if [1.0, 2.0, 5.0].iter().any(|l| (leading - l).abs() < 1e-6) { format!("{count:.0}") } else { String::new() }
 }
 
 /// Tick labels with as many decimals as a range up to `top` needs
@@ -240,7 +283,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .light_line_style(TRANSPARENT)
             .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
             .y_desc(unit)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_label_formatter(&|x| thread_tick(*x))
             .y_label_formatter(&|y| tick_label(*y, max_ops))
             .draw()
             .map_err(err)?;
@@ -251,11 +294,11 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
                 (*lock, series.collect())
             })
             .collect();
-        draw_lines(&mut chart, lines, 3, &locks).map_err(err)?;
+        draw_lines(&mut chart, lines, 3).map_err(err)?;
         // Each point's lowest to highest run, in its line's colour: how
         // far apart two lines must be to differ on this machine.
-        for (i, lock) in locks.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+        for lock in &locks {
+            let colour = colour_of(lock);
             let spreads = points.iter().filter(|p| p.lock == *lock && p.ops_per_sec_runs.len() > 1).filter_map(|p| {
                 let (low, high) = lowest_and_highest(&p.ops_per_sec_runs)?;
                 Some(PathElement::new(vec![(p.threads as f64, low / per_unit), (p.threads as f64, high / per_unit)], colour.stroke_width(1)))
@@ -323,7 +366,7 @@ fn draw_histograms<DB: DrawingBackend>(
     let lowest = every().filter_map(|p| wait_histogram(p).iter().position(|&c| c > 0)).min().unwrap_or(0);
     let highest = every().map(|p| wait_histogram(p).len()).max().unwrap_or(1);
     for ((caption, points), area) in panels.iter().zip(areas) {
-        draw_histogram(caption, points, area, &locks, lowest..highest)?;
+        draw_histogram(caption, points, area, lowest..highest)?;
     }
     root.present().map_err(err)
 }
@@ -332,7 +375,6 @@ fn draw_histogram<DB: DrawingBackend>(
     title: &str,
     points: &[&PointResult],
     root: DrawingArea<DB, Shift>,
-    locks: &[&str],
     bins: std::ops::Range<usize>,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
@@ -379,7 +421,7 @@ fn draw_histogram<DB: DrawingBackend>(
             }
         }
     }
-    draw_lines(&mut chart, lines, 2, locks).map_err(err)
+    draw_lines(&mut chart, lines, 2).map_err(err)
 }
 
 /// A log scale's tick, in per cent: 0.001%, 0.01%, ... 10%, with the
@@ -392,21 +434,18 @@ fn percent_on_log_scale(value: f64) -> String {
 /// The lowest share the histogram's log scale shows, in per cent.
 const HISTOGRAM_FLOOR_PCT: f64 = 0.001;
 
-/// Draws each line in its lock's style (see [`line_style`]), the lock's
-/// place in `legend` choosing its colour.
+/// Draws each line in its lock's style (see [`line_style`]).
 fn draw_lines<'a, DB: DrawingBackend + 'a, X, Y>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     lines: Vec<(&str, Vec<(f64, f64)>)>,
     point_size: u32,
-    legend: &[&str],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
     for (lock, series) in lines {
-        let i = legend.iter().position(|l| *l == lock).unwrap_or(0);
-        chart.draw_series(LineSeries::new(series, line_style(i, lock)).point_size(point_size))?;
+        chart.draw_series(LineSeries::new(series, line_style(lock)).point_size(point_size))?;
     }
     Ok(())
 }
@@ -465,7 +504,7 @@ fn draw_ratios<DB: DrawingBackend>(title: &str, y_label: &str, ratios: &[Ratio],
         .map_err(err)?;
     for (i, ratio) in ratios.iter().enumerate() {
         let x = i as f64;
-        let colour = if is_ours(&ratio.label) { PALETTE[i % PALETTE.len()] } else { RGBColor(127, 127, 127) };
+        let colour = if is_ours(&ratio.label) { colour_of(&ratio.label) } else { RGBColor(127, 127, 127) };
         chart.draw_series(std::iter::once(Rectangle::new([(x - 0.3, 0.0), (x + 0.3, ratio.median)], colour.mix(0.7).filled()))).map_err(err)?;
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(x, ratio.low), (x, ratio.high)], BLACK.stroke_width(2))))
@@ -552,6 +591,35 @@ mod tests {
         // cut the 19th off).
         let height: f64 = svg.split("height=\"").nth(1).and_then(|h| h.split('"').next()).and_then(|h| h.parse().ok()).unwrap();
         assert!(height >= f64::from(LEGEND_TOP + LEGEND_LINE * 20), "{height} px for 20 entries");
+    }
+
+    /// A lock is drawn in one colour whatever else a figure shows, and
+    /// every known lock has a colour of its own.
+    #[test]
+    fn a_lock_keeps_its_colour_from_figure_to_figure() {
+        let stroke_of = |svg: &str, lock: &str| -> String {
+            // The legend's sample line comes just before the lock's label.
+            let at = svg.find(&format!(">\n{lock}\n</text>")).unwrap_or_else(|| panic!("{lock} in the legend"));
+            let before = &svg[..at];
+            let line = &before[before.rfind("<polyline").or_else(|| before.rfind("<path")).unwrap()..];
+            line.split("stroke=\"").nth(1).and_then(|c| c.split('"').next()).unwrap().to_string()
+        };
+        let alone = report(vec![point("adaptive", 2, 10.0), point("adaptive", 4, 11.0)]);
+        let beside = report(vec![point("glibc", 2, 9.0), point("futex", 2, 8.0), point("adaptive", 2, 10.0)]);
+        let (alone, beside) = (drawn(|image| throughput(&alone, image)).unwrap(), drawn(|image| throughput(&beside, image)).unwrap());
+        assert_eq!(stroke_of(&alone, "adaptive"), stroke_of(&beside, "adaptive"));
+        assert_ne!(stroke_of(&beside, "glibc"), stroke_of(&beside, "futex"));
+        let colours: std::collections::HashSet<String> = COLOURED.iter().map(|l| format!("{:?}", colour_of(l))).collect();
+        assert_eq!(colours.len(), COLOURED.len(), "a colour each");
+        assert_eq!(format!("{:?}", colour_of("ticket+stats")), format!("{:?}", colour_of("ticket")));
+    }
+
+    /// The thread axis labels 1, 2 and 5 times powers of ten: its log
+    /// ticks at every count ran '9' and '10' together.
+    #[test]
+    fn thread_ticks_are_labelled_one_two_five() {
+        let labelled: Vec<String> = (1..=1000).map(f64::from).map(thread_tick).filter(|l| !l.is_empty()).collect();
+        assert_eq!(labelled, ["1", "2", "5", "10", "20", "50", "100", "200", "500", "1000"]);
     }
 
     /// Every panel gets its histogram; a report with no timed acquisition
