@@ -139,6 +139,13 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
         check_writable(path).map_err(Failure::usage)?;
     }
     let profiles = files.iter().map(|file| Profile::load(file).map_err(|e| Failure::usage(e.0))).collect::<Result<Vec<_>, _>>()?;
+    // As `run` shows a tree: in a table, the processes that used no lock
+    // are one line, when another used some (the root `sh` of a tree's
+    // profiles ended them with 'no pthread lock or semaphore was used').
+    let some_used_locks = profiles.iter().any(|p| !p.locks.is_empty());
+    let (lockless, profiles): (Vec<&Profile>, Vec<&Profile>) = profiles
+        .iter()
+        .partition(|p| rendering.format == Format::Table && some_used_locks && used_no_lock(p));
     let mut bytes = Vec::new();
     for (i, profile) in profiles.iter().enumerate() {
         let rendered = render(profile, rendering).map_err(Failure::usage)?;
@@ -153,6 +160,10 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
             _ => bytes.extend(rendered),
         }
     }
+    if !lockless.is_empty() {
+        let names: Vec<String> = lockless.iter().map(|p| process_name(p)).collect();
+        bytes.extend(format!("\n{} more process(es) used no pthread lock: {}\n", names.len(), names.join(", ")).into_bytes());
+    }
     match output {
         Some(path) => write_atomically(path, &bytes).map_err(Failure::runtime),
         None if crate::args::stdout_was_closed() => Err(Failure::runtime("writing the report: stdout is closed (give -o FILE)")),
@@ -161,6 +172,18 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
             std::io::stdout().write_all(&bytes).map_err(|e| Failure::runtime(format!("writing the report: {e}")))
         }
     }
+}
+
+/// Whether `profile` is of a process that ran to its end without a
+/// pthread lock (a build's compiler, a script's shell).
+fn used_no_lock(profile: &Profile) -> bool {
+    profile.locks.is_empty() && matches!(profile.reason.as_str(), "exit" | "_exit")
+}
+
+/// "sh (pid 123)": a process by its program's name.
+fn process_name(profile: &Profile) -> String {
+    let command = profile.program.split(' ').next().unwrap_or("?");
+    format!("{} (pid {})", command.rsplit('/').next().unwrap_or(command), profile.pid)
 }
 
 /// A CSV rendering without its header line.
@@ -835,11 +858,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
                 if options.output.is_none()
                     && options.rendering.format == Format::Table
                     && (profile.pid != root || some_used_locks)
-                    && profile.locks.is_empty()
-                    && matches!(profile.reason.as_str(), "exit" | "_exit") =>
+                    && used_no_lock(profile) =>
             {
-                let command = profile.program.split(' ').next().unwrap_or("?");
-                lockless.push(format!("{} (pid {})", command.rsplit('/').next().unwrap_or(command), profile.pid));
+                lockless.push(process_name(profile));
             }
             Ok(profile) => match emit(profile, options, profile.pid == root, streamed) {
                 Ok(Some(file)) => written.push(file),

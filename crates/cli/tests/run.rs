@@ -876,6 +876,18 @@ fn processes_that_used_no_lock_are_one_line() {
     assert!(!String::from_utf8_lossy(&output.stderr).contains("more process(es)"));
     let output = lockmeter().args(["run", "-o", "/dev/null", "--", "sh", "-c", "ls >/dev/null; ls >/dev/null; true"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&output.stderr).contains("reports written"));
+    // `report` shows the saved tree alike (the root shell's profile ended
+    // the output with 'no pthread lock or semaphore was used').
+    let dir = scratch("lockless-report");
+    let output = lockmeter().arg("run").arg("-o").arg(dir.join("tree.json")).args(["--", "sh", "-c", &script]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let output = lockmeter().arg("report").args(&files).output().unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("cache_lock") && !shown.contains("no pthread lock or semaphore was used"), "{shown}");
+    assert!(shown.contains("1 more process(es) used no pthread lock: sh (pid "), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
