@@ -43,11 +43,14 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}; work loop {:.3} iterations/ns; {} run(s) of {} per point, medians",
+        "{}; work loop {:.3} iterations/ns; {} run(s) of {} per point, medians{}",
         report.machine.summary(),
         report.machine.work_iterations_per_ns,
         report.repeat,
-        run_length(report.seconds_per_run)
+        run_length(report.seconds_per_run),
+        // (Said: a pinned run's figures differ from an unpinned one's, and
+        // the header was all that came with a pasted table.)
+        if report.provenance.pinned { "; workers pinned to CPUs (--pin)" } else { "" }
     );
     for note in [overran(report), crate::experiment::noise_note(&report.provenance)].into_iter().flatten() {
         let _ = writeln!(out, "{note}");
@@ -348,6 +351,15 @@ mod tests {
         let mut on_time = report(vec![short]);
         on_time.seconds_per_run = 0.05;
         assert!(!table(&on_time).contains("runs lasted"));
+    }
+
+    /// A pinned run says so in its header: a table pasted alone keeps it.
+    #[test]
+    fn a_pinned_run_says_so_in_its_header() {
+        let mut pinned = report(vec![point("std", 2, 1e6)]);
+        assert!(!table(&pinned).lines().next().unwrap().contains("pinned"));
+        pinned.provenance.pinned = true;
+        assert!(table(&pinned).lines().next().unwrap().ends_with("; workers pinned to CPUs (--pin)"));
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Scorecard {
     pub pair_rounds: usize,
     /// Pin worker `i` to the `i`-th allowed CPU.
     pub pin: bool,
+    /// A smoke run (`--quick`): its verdicts measure nothing.
+    pub quick: bool,
 }
 
 /// One target, judged.
@@ -74,6 +76,10 @@ pub struct ScorecardReport {
     pub reports: Vec<Report>,
     /// The uncontended pair.
     pub pair: PairReport,
+    /// A smoke run (`--quick`), whose table says so wherever it is
+    /// rendered (a saved one lost the warning).
+    #[serde(default)]
+    pub quick: bool,
 }
 
 /// Thread count of the fairness runs: the oversubscribed counts the
@@ -158,7 +164,7 @@ impl Scorecard {
         checks.extend(tail_checks(micro));
         checks.push(ticket_backoff_check(sem, pair.machine.cores));
         checks.push(bail_out_check(dir));
-        Ok(ScorecardReport { machine: pair.machine.clone(), checks, reports, pair })
+        Ok(ScorecardReport { machine: pair.machine.clone(), checks, reports, pair, quick: self.quick })
     }
 }
 
@@ -547,8 +553,9 @@ fn ahead(target: &str, points: &[&PointResult], (lock, without): (&str, &str), c
 impl ScorecardReport {
     /// The table for people: a row per target, and the count met.
     pub fn table(&self) -> String {
+        let smoke = if self.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
         let mut out = format!(
-            "{}; `adaptive` against the best peer (glibc, glibc-adaptive, glibc-pi, std, parking_lot)\n",
+            "{smoke}{}; `adaptive` against the best peer (glibc, glibc-adaptive, glibc-pi, std, parking_lot)\n",
             self.machine.summary()
         );
         // The most the hypervisor and other programs took in any
@@ -919,7 +926,7 @@ mod tests {
             },
             Check { target: "a target, with a comma".into(), measured: "1.0x \"quoted\"".into(), met: false, within_spread: false, past_the_limit: false, not_measured: false },
         ];
-        let mut report = ScorecardReport { machine, checks, reports: vec![], pair };
+        let mut report = ScorecardReport { machine, checks, reports: vec![], pair, quick: false };
         let table = report.table();
         assert!(table.lines().any(|l| l.starts_with("sem: >= 0.97x") && l.contains(" yes ") && l.ends_with("0.998x@2")), "{table}");
         assert!(table.lines().any(|l| l.starts_with("a target") && l.contains(" no ")), "{table}");

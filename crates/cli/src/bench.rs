@@ -437,14 +437,11 @@ fn run_scorecard(o: Options) -> Result<(), String> {
         repeat: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }),
         pair_rounds: o.repeat.unwrap_or(if o.quick { 1 } else { 7 }),
         pin: o.pin,
+        quick: o.quick,
     };
     let report = with_progress(scorecard.planned_runs(), |calibration, progress| scorecard.run(calibration, progress))?;
     let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
-    let table = || {
-        let smoke = if o.quick { "--quick: a smoke run, whose verdicts measure nothing worth quoting\n" } else { "" };
-        format!("{smoke}{}", report.table())
-    };
-    let text = render_as(o.format, table, || report.csv(), || serde_json::to_string_pretty(&report))?;
+    let text = render_as(o.format, || report.table(), || report.csv(), || serde_json::to_string_pretty(&report))?;
     emit(&text, o.output.as_deref())?;
     saved
 }

@@ -368,6 +368,14 @@ fn the_table_gives_the_ratios_range_over_the_rounds() {
 #[test]
 fn the_scorecard_judges_every_target_from_its_own_runs() {
     let report = run_json(&["bench", "scorecard"]);
+    // A smoke run says so wherever it is shown: saved and shown again, its
+    // table lost the warning.
+    assert_eq!(report["quick"], true);
+    let saved = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-quick-scorecard-{}.json", std::process::id()));
+    std::fs::write(&saved, report.to_string()).unwrap();
+    let shown = lockmeter().arg("report").arg(&saved).output().unwrap();
+    let _ = std::fs::remove_file(&saved);
+    assert!(String::from_utf8_lossy(&shown.stdout).starts_with("--quick: a smoke run"), "{}", String::from_utf8_lossy(&shown.stdout));
     let checks = report["checks"].as_array().unwrap();
     let targets: Vec<&str> = checks.iter().map(|c| c["target"].as_str().unwrap()).collect();
     for expected in [
