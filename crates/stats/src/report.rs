@@ -4,6 +4,7 @@
 //! toolkit knows whether a waiter slept or spun.
 
 use crate::lock_stats::{cycles_to_ns, Snapshot};
+use std::fmt::Write as _;
 
 /// One row of the report.
 pub struct Row<'a> {
@@ -87,8 +88,22 @@ pub const WAITER_CELLS: [bool; 9] = [false, false, false, true, true, false, tru
 /// See [`WAITER_CELLS`].
 pub const HOLDER_CELLS: [bool; 9] = [false, true, true, false, true, true, false, false, false];
 
+/// A lock's line with the columns marked in `meaningless` read `-`: a
+/// condvar is never held (its UTIL and HOLD read 0.00% and 0.0us(0.0us),
+/// as if measured).
+pub fn render_line_without(c: &Columns, name: &str, meaningless: &[bool; 9]) -> String {
+    let shown = meaningless.map(|m| !m);
+    lay_out(c, name, 0, &shown, "-")
+}
+
 /// A report line showing only the columns marked in `shown`.
 pub fn render_cells(c: &Columns, name: &str, indent: usize, shown: &[bool; 9]) -> String {
+    lay_out(c, name, indent, shown, "")
+}
+
+/// A line of the columns marked in `shown`, the others `absent`,
+/// right-aligned in their place.
+fn lay_out(c: &Columns, name: &str, indent: usize, shown: &[bool; 9], absent: &str) -> String {
     let wait = match c.wait_ns {
         None => "0us".to_string(),
         Some((mean, max)) => mean_max(mean, max),
@@ -113,7 +128,7 @@ pub fn render_cells(c: &Columns, name: &str, indent: usize, shown: &[bool; 9]) -
         if show {
             line.push_str(cell);
         } else {
-            line.push_str(&" ".repeat(cell.chars().count()));
+            let _ = write!(line, "{absent:>width$}", width = cell.chars().count());
         }
     }
     line.push_str("  ");

@@ -5,7 +5,13 @@
 
 use super::{selected_locks, sites_in_role, Counters, Kind, LockProfile, Profile, Role, SiteProfile, SortKey};
 use crate::histogram::{render_side_by_side, Histogram, BINS};
-use crate::report::{header, micros, render_cells, render_line, Columns, HOLDER_CELLS, WAITER_CELLS};
+use crate::report::{header, micros, render_cells, render_line, render_line_without, Columns, HOLDER_CELLS, WAITER_CELLS};
+
+/// A condvar's and a semaphore's UTIL and HOLD: they are waited on,
+/// never held.
+const UNHELD_CELLS: [bool; 9] = [true, false, true, false, false, false, false, false, false];
+/// A semaphore's taking site: [`HOLDER_CELLS`] but the HOLD.
+const TAKER_CELLS: [bool; 9] = [false, true, false, false, true, true, false, false, false];
 use std::fmt::Write as _;
 
 /// What to show.
@@ -126,7 +132,13 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
     // UTIL is the profile's own (for an rwlock, the write side's: read
     // holds overlap, and their sum can exceed the run).
     let lock_columns = Columns { util_pct: lock.util_pct, ..columns(&lock.counters, duration_ns, false) };
-    out.push_str(&render_line(&lock_columns, &name, 0));
+    if matches!(lock.kind, Kind::Cond | Kind::Sem) {
+        // Waited on, never held (a semaphore's count is taken, not
+        // held): no UTIL, no HOLD.
+        out.push_str(&render_line_without(&lock_columns, &name, &UNHELD_CELLS));
+    } else {
+        out.push_str(&render_line(&lock_columns, &name, 0));
+    }
     out.push('\n');
     for (label, side) in [("read", &lock.read), ("write", &lock.write)] {
         if let Some(side) = side {
@@ -151,7 +163,12 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             if role == Role::Holder && site.counters.delay_ns > 0 {
                 let _ = write!(label, ", delayed waiters {}", micros(site.counters.delay_ns as f64));
             }
-            let cells = if role == Role::Waiter { &WAITER_CELLS } else { &HOLDER_CELLS };
+            let cells = match role {
+                Role::Waiter => &WAITER_CELLS,
+                // Where a semaphore was taken: how often it waited, no hold.
+                _ if lock.kind == Kind::Sem => &TAKER_CELLS,
+                _ => &HOLDER_CELLS,
+            };
             out.push_str(&render_cells(&columns(&site.counters, duration_ns, false), &label, 1, cells));
             out.push('\n');
         }
@@ -310,5 +327,22 @@ mod tests {
         let titles = histogram_titles(&refs.iter().collect::<Vec<_>>());
         assert_eq!(titles, ["table_lock", "heap@PyThread_ 17745us", "heap@PyThread_a 9910us"]);
         assert!(titles.iter().all(|t| t.chars().count() <= 22));
+    }
+
+    /// A condvar and a semaphore are never held: their UTIL and HOLD read
+    /// `-`, where they read 0.00% and 0.0us(0.0us), as if measured; a
+    /// mutex's stay figures.
+    #[test]
+    fn what_is_never_held_shows_no_hold() {
+        let row = |kind: Kind| {
+            let mut lock = LockProfile { name: "l".into(), kind, ..LockProfile::default() };
+            lock.counters.acquisitions = 3;
+            let mut out = String::new();
+            render_lock(&mut out, &lock, 1_000_000, &TableOptions::default());
+            out.lines().next().unwrap().split_whitespace().take(3).map(str::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(row(Kind::Cond), ["-", "0.00%", "-"]);
+        assert_eq!(row(Kind::Sem), ["-", "0.00%", "-"]);
+        assert_eq!(row(Kind::Mutex), ["0.00%", "0.00%", "0.0us("]);
     }
 }
