@@ -269,7 +269,7 @@ pub const CSV_HEADER: &str = "workload,lock,threads,period_ns,duty_pct,ops_per_s
 ops_per_cpu_sec,acquisitions,contended,spun,slept,wait_p50_ns,wait_p99_ns,wait_max_ns,wait_samples,\
 per_thread_ops_min,per_thread_ops_max,per_thread_most_blocked_share,\
 per_thread_ops_per_cpu_ms_min,per_thread_ops_per_cpu_ms_max,\
-least_served_ops,least_served_awake,least_served_cpu_share,least_served_rate,wait_over_1ms_share";
+least_served_ops,least_served_awake,least_served_cpu_share,least_served_rate,wait_over_1ms_share,median_run_seconds";
 
 /// One CSV row per point; empty fields where a value does not apply.
 pub fn csv(report: &Report) -> String {
@@ -281,7 +281,7 @@ pub fn csv(report: &Report) -> String {
     for p in &report.points {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{:.1},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4}",
             p.workload,
             p.lock,
             p.threads,
@@ -308,7 +308,8 @@ pub fn csv(report: &Report) -> String {
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.awake))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.cpu_share))),
             opt(p.per_thread_ops.least_served.map(|l| format!("{:.4}", l.rate))),
-            opt(p.wait_ns.as_ref().map(|w| format!("{:.5}", w.over_1ms_share)))
+            opt(p.wait_ns.as_ref().map(|w| format!("{:.5}", w.over_1ms_share))),
+            p.median_run_seconds
         );
     }
     out

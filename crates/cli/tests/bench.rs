@@ -274,6 +274,9 @@ fn csv_table_and_plots() {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert!(header.contains(&"ops_per_sec") && header.contains(&"wait_p99_ns") && header.contains(&"wait_over_1ms_share"));
+    // How long each run lasted (an overrun said in the table's header
+    // was lost in the CSV).
+    assert_eq!(header.last(), Some(&"median_run_seconds"));
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 4, "2 locks x 2 thread counts");
     assert!(rows.iter().all(|r| r.split(',').count() == header.len()));
