@@ -53,7 +53,7 @@ pub enum Workload {
     Duty {
         #[command(flatten)]
         contended: ContendedArgs,
-        /// Periods in ns [default: 1000,10000; --quick: 1000].
+        /// Periods in ns, 100 or more [default: 1000,10000; --quick: 1000].
         #[arg(long, value_parser = args::period_list, allow_hyphen_values = true)]
         period: Option<args::List<u64>>,
         /// Shares of the period inside the lock, in percent [default: 1,8,32; --quick: 8].
