@@ -964,7 +964,8 @@ impl<R: Recorder> RawAdaptive<R> {
             }
             match futex_wait(&self.word, word | WAITERS, deadline) {
                 WaitOutcome::TimedOut => return self.give_up(true, wait_start),
-                WaitOutcome::Woken => {
+                // (A signal handler that ran ended a sleep as a wake does.)
+                WaitOutcome::Woken | WaitOutcome::Interrupted => {
                     slept = true;
                     idle_spin_until = None;
                 }

@@ -73,7 +73,9 @@ impl Condvar {
         reacquire();
         match outcome {
             WaitOutcome::TimedOut => WaitResult::TimedOut,
-            WaitOutcome::Woken | WaitOutcome::ValueChanged => WaitResult::Notified,
+            // A signal handler's interruption is one of the spurious
+            // wake-ups a Rust condvar's caller loops over.
+            WaitOutcome::Woken | WaitOutcome::ValueChanged | WaitOutcome::Interrupted => WaitResult::Notified,
         }
     }
 

@@ -10,8 +10,12 @@ use std::time::Instant;
 /// a spurious return is always harmless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
-    /// Woken, interrupted by a signal, or spuriously.
+    /// Woken, or spuriously.
     Woken,
+    /// A signal handler ran (EINTR): nothing woke the sleeper, and a wait
+    /// that must not report a wake that did not come waits again (a timed
+    /// wait is interrupted so even under SA_RESTART).
+    Interrupted,
     /// The word no longer held the expected value: the caller never slept,
     /// so it took no wake (a lock whose woken sleeper owes the others a
     /// mark can tell it owes nothing).
@@ -112,6 +116,7 @@ mod os {
         match errno() {
             libc::ETIMEDOUT => WaitOutcome::TimedOut,
             libc::EAGAIN => WaitOutcome::ValueChanged,
+            libc::EINTR => WaitOutcome::Interrupted,
             _ => WaitOutcome::Woken,
         }
     }

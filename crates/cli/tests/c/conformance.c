@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -686,6 +687,57 @@ static void far_future_deadline(void) {
     pthread_join(t, NULL);
 }
 
+/* A signal handler that runs during a condvar wait notifies nothing: the
+ * wait goes on (glibc returns from none of 50 signals; a served wait
+ * returned from every one, and a timed one even under SA_RESTART). */
+static pthread_mutex_t signalled_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t signalled_c = PTHREAD_COND_INITIALIZER;
+static int signalled_ready, signalled_waiting;
+static void on_usr1(int signal) { (void)signal; }
+static void *wait_through_signals(void *timed) {
+    long returns = 0;
+    pthread_mutex_lock(&signalled_m);
+    __atomic_store_n(&signalled_waiting, 1, __ATOMIC_RELEASE);
+    while (!signalled_ready) {
+        if (timed) {
+            struct timespec at = in_ms(CLOCK_REALTIME, 20000);
+            pthread_cond_timedwait(&signalled_c, &signalled_m, &at);
+        } else {
+            pthread_cond_wait(&signalled_c, &signalled_m);
+        }
+        returns += !signalled_ready;
+    }
+    pthread_mutex_unlock(&signalled_m);
+    return (void *)returns;
+}
+static void signals_notify_no_condvar_wait(void) {
+    for (int restart = 0; restart < 2; restart++) {
+        struct sigaction action = { .sa_handler = on_usr1, .sa_flags = restart ? SA_RESTART : 0 }, previous;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGUSR1, &action, &previous);
+        for (long timed = 0; timed < 2; timed++) {
+            pthread_t t;
+            void *returns;
+            signalled_ready = 0;
+            __atomic_store_n(&signalled_waiting, 0, __ATOMIC_RELEASE);
+            pthread_create(&t, NULL, wait_through_signals, (void *)timed);
+            while (!__atomic_load_n(&signalled_waiting, __ATOMIC_ACQUIRE)) usleep(1000);
+            usleep(5000);
+            for (int i = 0; i < 50; i++) {
+                pthread_kill(t, SIGUSR1);
+                usleep(300);
+            }
+            pthread_mutex_lock(&signalled_m);
+            signalled_ready = 1;
+            pthread_cond_signal(&signalled_c);
+            pthread_mutex_unlock(&signalled_m);
+            pthread_join(t, &returns);
+            CHECK((long)returns == 0, "%ld of 50 signals returned from a %s wait (SA_RESTART %d)", (long)returns, timed ? "timed" : "plain", restart);
+        }
+        sigaction(SIGUSR1, &previous, NULL);
+    }
+}
+
 int main(void) {
     pthread_mutexattr_t attr;
     pthread_mutex_t normal, recursive, errorcheck;
@@ -725,6 +777,7 @@ int main(void) {
     owner_dies_during_condvar_wait();
     errno_is_kept();
     far_future_deadline();
+    signals_notify_no_condvar_wait();
     printf("ok: %d checks\n", checks);
     return 0;
 }

@@ -184,9 +184,19 @@ pub unsafe fn wait_on(
             // SAFETY: changes this thread's cancellation type; from here
             // to its restoring only the system call runs.
             pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut previous);
-            // Woken, the sequence moved on already, or a signal: notified
-            // (a spurious wake-up, which POSIX allows, for the signal).
-            let outcome = futex::wait_until(condvar.futex_word(), seen, deadline, futex::ANY_BITS);
+            // Woken, or the sequence moved on already: notified. A signal
+            // handler that ran notified nothing: while the sequence is
+            // unchanged the wait goes on, to the same deadline, as glibc's
+            // does (every signal returned 0, and a caller that waits with
+            // `if`, or counts a 0 as notified, as C++'s wait_for does,
+            // went on with nothing signalled; a timed wait is interrupted
+            // even under SA_RESTART).
+            let outcome = loop {
+                match futex::wait_until(condvar.futex_word(), seen, deadline, futex::ANY_BITS) {
+                    futex::WaitOutcome::Interrupted => continue,
+                    outcome => break outcome,
+                }
+            };
             // SAFETY: restores it.
             pthread_setcanceltype(previous, std::ptr::null_mut());
             outcome
