@@ -721,19 +721,27 @@ static int alternate(void) {
 
 /* rare_long: main takes rare_lock 40,000 times at one line, every
  * 4,000th time for 2 ms, the others for nothing; a second thread takes it
- * every 100 us meanwhile, so that it waits through each long hold. Prints
- * the long holds' total and the second thread's waits' total (ns): every
- * wait of the second thread is main's doing. */
+ * every 100 us meanwhile, and each long hold waits for it to come (so that
+ * it waits through every one, however the machine schedules it). Prints
+ * the long holds' total, the second thread's waits' total and the loop's
+ * wall time (ns): every wait of the second thread is main's doing, and
+ * the holds together lasted no longer than the loop. rare_read: the same
+ * with rare_rwlock, main reading and the second thread writing. */
 pthread_mutex_t rare_lock = PTHREAD_MUTEX_INITIALIZER;
-static int rare_done;
+pthread_rwlock_t rare_rwlock = PTHREAD_RWLOCK_INITIALIZER;
+static int rare_done, poke_coming, rare_reads;
 static long long poke_waited_ns;
 
 static void *poke(void *arg) {
     while (!__atomic_load_n(&rare_done, __ATOMIC_ACQUIRE)) {
         long long start = now_ns();
-        pthread_mutex_lock(&rare_lock);
+        __atomic_store_n(&poke_coming, 1, __ATOMIC_RELEASE);
+        if (rare_reads) pthread_rwlock_wrlock(&rare_rwlock);
+        else pthread_mutex_lock(&rare_lock);
+        __atomic_store_n(&poke_coming, 0, __ATOMIC_RELEASE);
         poke_waited_ns += now_ns() - start;
-        pthread_mutex_unlock(&rare_lock);
+        if (rare_reads) pthread_rwlock_unlock(&rare_rwlock);
+        else pthread_mutex_unlock(&rare_lock);
         usleep(100);
     }
     return arg;
@@ -741,27 +749,32 @@ static void *poke(void *arg) {
 
 __attribute__((noinline)) static long long rare_hold(int i) {
     long long held = 0;
-    pthread_mutex_lock(&rare_lock);
+    if (rare_reads) pthread_rwlock_rdlock(&rare_rwlock);
+    else pthread_mutex_lock(&rare_lock);
     if (i % 4000 == 1) {
         long long start = now_ns();
+        while (!__atomic_load_n(&poke_coming, __ATOMIC_ACQUIRE)) {}
         busy_us(2000);
         held = now_ns() - start;
     }
-    pthread_mutex_unlock(&rare_lock);
+    if (rare_reads) pthread_rwlock_unlock(&rare_rwlock);
+    else pthread_mutex_unlock(&rare_lock);
     return held;
 }
 
-static int rare_long(void) {
+static int rare_long(int reads) {
     pthread_t t;
-    long long long_ns = 0;
+    long long long_ns = 0, loop_start = now_ns();
+    rare_reads = reads;
     pthread_create(&t, NULL, poke, NULL);
     for (int i = 0; i < 40000; i++) {
         long_ns += rare_hold(i);
         for (volatile int k = 0; k < 300; k++) {}
     }
+    long long loop_ns = now_ns() - loop_start;
     __atomic_store_n(&rare_done, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
-    printf("%lld %lld\n", long_ns, poke_waited_ns);
+    printf("%lld %lld %lld\n", long_ns, poke_waited_ns, loop_ns);
     return 0;
 }
 
@@ -1298,7 +1311,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "hold")) return hold();
     if (!strcmp(mode, "xunlock")) return xunlock();
     if (!strcmp(mode, "periodic")) return periodic();
-    if (!strcmp(mode, "rare_long")) return rare_long();
+    if (!strcmp(mode, "rare_long")) return rare_long(0);
+    if (!strcmp(mode, "rare_read")) return rare_long(1);
     if (!strcmp(mode, "kind_reuse")) return kind_reuse();
     if (!strcmp(mode, "lock_word")) return lock_word();
     if (!strcmp(mode, "timedwait")) return timedwait();

@@ -523,27 +523,44 @@ impl Profiler {
             if at_end == at_start {
                 return None;
             }
-            return Self::waited_through(block, index, at_start, at_end);
+            return Self::waited_through(block, index, record, at_start, at_end, false);
         }
-        let sampled = mine.hold_sampled.load(Relaxed) != 0;
+        // A drawn hold that threads came to wait through counts as itself,
+        // as an undrawn one does (see `waited_through`): left in the
+        // sample, it stood for such holds counted already (a site's hold
+        // total read 52-81 ms for 20 ms of long holds).
+        let sampled = mine.hold_sampled.load(Relaxed) != 0 && at_end == at_start;
         Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: false, sampled })
     }
 
-    /// An untimed hold ended with the waiter clock changed since it began
+    /// An untimed hold (exclusive, or a read hold that is the last out:
+    /// `shared`) ended with the waiter clock changed since it began
     /// (unchanged, nobody came, and the hold stays the sample's to
     /// estimate). Nobody waited when it began (or it would be timed), so
-    /// threads waited through it: a rare long hold among short ones at one line
-    /// (15 of 16 went unseen, and with them the waits they caused). Its
-    /// delay is exact without its start (with no waiters at the start,
+    /// threads waited through it: a rare long hold among short ones at one
+    /// line (15 of 16 went unseen, and with them the waits they caused).
+    /// Its delay is exact without its start (with no waiters at the start,
     /// the start drops out of the waiter-time formula), and it lasted at
-    /// least as long as its waiters waited through it on average: counted
-    /// as a hold of that length, as itself, not as a draw.
+    /// least as long as the waiters still waiting waited on average:
+    /// counted as a hold of that length, as itself, not as a draw.
     #[inline(never)]
-    fn waited_through(block: &ThreadBlock, index: u32, at_start: table::Waiters, at_end: table::Waiters) -> Option<Release<'_>> {
+    fn waited_through<'a>(
+        block: &'a ThreadBlock,
+        index: u32,
+        record: &LockRecord,
+        at_start: table::Waiters,
+        at_end: table::Waiters,
+        shared: bool,
+    ) -> Option<Release<'a>> {
         let ended = cycles();
-        let delay = table::WaiterClock::delay(at_start, 0, at_end, ended);
-        let started = ended.saturating_sub(delay / at_end.count().max(1)).max(1);
-        Some(Release { block, index, started, ended, at_start, at_end, shared: false, sampled: false })
+        // (Every waiter that came gave up: the hold lasted at least as
+        // long as each, but their count is not kept; its delay stands.)
+        let lasted = match at_end.count() {
+            0 => 0,
+            present => record.clock.waited_by_present(at_start, at_end, ended) / present,
+        };
+        let started = ended.saturating_sub(lasted).max(1);
+        Some(Release { block, index, started, ended, at_start, at_end, shared, sampled: false })
     }
 
     /// Counts a hold that [`Profiler::releasing_exclusive`] (or an rwlock
@@ -616,14 +633,16 @@ impl Profiler {
         let open = mine.reads_open.load(Relaxed);
         mine.reads_open.store(open + 1, Relaxed);
         if open == 0 {
-            let always = side.contended.get() != 0 || turn <= HOLD_SAMPLE;
+            // As an exclusive hold (see `acquired_exclusive_in`): timed
+            // when threads wait as it begins, and seen when they come to
+            // wait through it untimed.
+            let waiters = record.clock.now();
+            mine.read_waiters_at.store(waiters, Relaxed);
+            let always = side.contended.get() != 0 || waiters.count() != 0 || turn <= HOLD_SAMPLE;
             let sampled = !always && in_the_sample();
             mine.read_at.store(if always || sampled { now.unwrap_or_else(cycles).max(1) } else { 0 }, Relaxed);
             mine.read_sampled.store(u32::from(sampled), Relaxed);
             mine.read_site.store(site, Relaxed);
-            if always || sampled {
-                mine.read_waiters_at.store(record.clock.now(), Relaxed);
-            }
         }
     }
 
@@ -641,11 +660,10 @@ impl Profiler {
             return None;
         }
         mine.reads_open.store(open - 1, Relaxed);
-        let started = mine.read_at.load(Relaxed);
-        if open > 1 || started == 0 {
+        if open > 1 {
             return None;
         }
-        let sampled = mine.read_sampled.load(Relaxed) != 0;
+        let started = mine.read_at.load(Relaxed);
         // The delay a read hold caused (the writers it kept waiting) is
         // charged to the last reader out, the one whose unlock lets a
         // writer in, over its own hold: overlapping read holds each
@@ -655,11 +673,17 @@ impl Profiler {
         // SAFETY: the program's pthread_rwlock_t, which this thread holds
         // for reading; a plain read of its first word.
         let readers = unsafe { std::ptr::read_volatile(address as *const u32) } >> 3;
-        let (at_start, at_end) = if readers == 1 {
-            (mine.read_waiters_at.load(Relaxed), record.clock.now())
-        } else {
-            (table::Waiters::default(), table::Waiters::default())
-        };
+        let last_out = readers == 1;
+        let (at_start, at_end) = (mine.read_waiters_at.load(Relaxed), record.clock.now());
+        if started == 0 {
+            if !last_out || at_end == at_start {
+                return None;
+            }
+            return Self::waited_through(block, index, record, at_start, at_end, true);
+        }
+        // Drawn and waited through: as itself (see `release_exclusive_in`).
+        let sampled = mine.read_sampled.load(Relaxed) != 0 && !(last_out && at_end != at_start);
+        let (at_start, at_end) = if last_out { (at_start, at_end) } else { (table::Waiters::default(), table::Waiters::default()) };
         Some(Release { block, index, started, ended: cycles(), at_start, at_end, shared: true, sampled })
     }
 

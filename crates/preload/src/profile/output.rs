@@ -1141,7 +1141,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     let mut events = 0;
     for (index, record) in tables.all_locks() {
         let users: &[&ThreadBlock] = users_of.get(&index).map_or(&[], Vec::as_slice);
-        let kind = Kind::from_u32(record.kind.load(Relaxed));
+        let kind = Kind::from_u32(table::kind_of(record));
         let address = record.key.load(Relaxed);
         let sites_sums: Vec<(usize, Sum)> = site_ids_of
             .get(&index)
