@@ -215,6 +215,7 @@ fn own_ticks() -> Option<u64> {
 /// The whole machine's CPU time so far, in ticks, from /proc/stat's first
 /// line: all of it, the part stolen, and the part busy (neither idle,
 /// waiting for I/O, nor stolen).
+#[derive(Clone, Copy)]
 struct CpuTicks {
     total: u64,
     steal: u64,
@@ -222,15 +223,30 @@ struct CpuTicks {
 }
 
 impl CpuTicks {
+    /// The CPUs this process may run on, summed (the time of the others,
+    /// under taskset or in a container, is none of the run's: counted, a
+    /// busy program on them read as competition, and one on ours was
+    /// diluted by the CPUs idle elsewhere); the whole machine's where the
+    /// set is not known.
     fn read() -> Option<CpuTicks> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        Self::parse(stat.lines().next()?)
+        let allowed = allowed_cpus();
+        let ours = stat.lines().filter_map(|line| {
+            let cpu: usize = line.strip_prefix("cpu")?.split_whitespace().next()?.parse().ok()?;
+            allowed.contains(&cpu).then(|| Self::parse(line)).flatten()
+        });
+        let summed = ours.fold(None, |sum: Option<CpuTicks>, t| {
+            Some(sum.map_or(t, |s| CpuTicks { total: s.total + t.total, steal: s.steal + t.steal, busy: s.busy + t.busy }))
+        });
+        summed.or_else(|| Self::parse(stat.lines().next()?))
     }
 
     /// "cpu  user nice system idle iowait irq softirq steal guest
-    /// guest_nice" (guest time is counted in user time already).
+    /// guest_nice" (guest time is counted in user time already), or a
+    /// "cpuN" line of one CPU.
     fn parse(line: &str) -> Option<CpuTicks> {
-        let fields: Vec<u64> = line.strip_prefix("cpu ")?.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        let fields = line.strip_prefix("cpu")?.trim_start_matches(|c: char| c.is_ascii_digit());
+        let fields: Vec<u64> = fields.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
         let steal = *fields.get(7)?;
         let total: u64 = fields.iter().take(8).sum();
         let (idle, iowait) = (*fields.get(3)?, *fields.get(4)?);
@@ -1182,6 +1198,8 @@ mod tests {
     fn steal_and_other_programs_are_read_and_noted_past_their_thresholds() {
         let ticks = CpuTicks::parse("cpu  100 0 50 800 10 0 5 35 20 0").unwrap();
         assert_eq!((ticks.total, ticks.steal, ticks.busy), (1000, 35, 155));
+        let one = CpuTicks::parse("cpu1 10 0 5 80 1 0 0 4 0 0").unwrap();
+        assert_eq!((one.total, one.steal, one.busy), (100, 4, 15));
         assert!(CpuTicks::parse("intr 1 2 3").is_none());
         let with = |steal, others| Provenance { steal_pct: steal, others_pct: others, ..Default::default() };
         assert!(noise_note(&with(Some(3.5), None)).unwrap().contains("3.5% of the CPUs' time to other guests"));

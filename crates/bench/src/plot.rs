@@ -145,13 +145,15 @@ fn with_legend_column<DB: DrawingBackend>(
     Ok(panels)
 }
 
-/// A thread axis's tick label: the log axis ticks every count (1-10,
-/// 20-100, ...), whose labels ran together ("910"); only 1, 2 and 5
-/// times a power of ten are labelled.
-fn thread_tick(x: f64) -> String {
-    let count = x.round().max(1.0);
-    let leading = count / 10f64.powi(count.log10().floor() as i32);
-    if [1.0, 2.0, 5.0].iter().any(|l| (leading - l).abs() < 1e-6) { format!("{count:.0}") } else { String::new() }
+/// A panel's thread-axis ticks: the counts measured, each labelled. The
+/// log axis ticked every count (1-10, 20-100, ...), whose labels ran
+/// together ('910'), and labelling 1, 2 and 5 alone left a run at 4 and
+/// 16 threads with no label at its points.
+fn thread_ticks(points: &[&PointResult]) -> Vec<f64> {
+    let mut counts: Vec<usize> = points.iter().map(|p| p.threads).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    counts.into_iter().map(|t| t as f64).collect()
 }
 
 /// Tick labels with as many decimals as a range up to `top` needs
@@ -274,7 +276,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(55)
-            .build_cartesian_2d((1f64..max_threads * 1.2).log_scale(), 0f64..max_ops)
+            .build_cartesian_2d((1f64..max_threads * 1.2).log_scale().with_key_points(thread_ticks(&points)), 0f64..max_ops)
             .map_err(err)?;
         chart
             .configure_mesh()
@@ -283,7 +285,7 @@ fn draw_throughput<DB: DrawingBackend>(report: &Report, root: DrawingArea<DB, Sh
             .light_line_style(TRANSPARENT)
             .x_desc(if report.repeat > 1 { "threads (log scale); bars: lowest to highest run" } else { "threads (log scale)" })
             .y_desc(unit)
-            .x_label_formatter(&|x| thread_tick(*x))
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .y_label_formatter(&|y| tick_label(*y, max_ops))
             .draw()
             .map_err(err)?;
@@ -504,7 +506,8 @@ fn draw_ratios<DB: DrawingBackend>(title: &str, y_label: &str, ratios: &[Ratio],
         .map_err(err)?;
     for (i, ratio) in ratios.iter().enumerate() {
         let x = i as f64;
-        let colour = if is_ours(&ratio.label) { colour_of(&ratio.label) } else { RGBColor(127, 127, 127) };
+        // The baseline's bar in a grey no lock is drawn in.
+        let colour = if is_ours(&ratio.label) { colour_of(&ratio.label) } else { RGBColor(190, 190, 190) };
         chart.draw_series(std::iter::once(Rectangle::new([(x - 0.3, 0.0), (x + 0.3, ratio.median)], colour.mix(0.7).filled()))).map_err(err)?;
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(x, ratio.low), (x, ratio.high)], BLACK.stroke_width(2))))
@@ -614,12 +617,17 @@ mod tests {
         assert_eq!(format!("{:?}", colour_of("ticket+stats")), format!("{:?}", colour_of("ticket")));
     }
 
-    /// The thread axis labels 1, 2 and 5 times powers of ten: its log
-    /// ticks at every count ran '9' and '10' together.
+    /// The thread axis is ticked and labelled at the counts measured,
+    /// each once, in order (1-2-5 labels left 4 and 16 unlabelled).
     #[test]
-    fn thread_ticks_are_labelled_one_two_five() {
-        let labelled: Vec<String> = (1..=1000).map(f64::from).map(thread_tick).filter(|l| !l.is_empty()).collect();
-        assert_eq!(labelled, ["1", "2", "5", "10", "20", "50", "100", "200", "500", "1000"]);
+    fn thread_ticks_are_the_counts_measured() {
+        let measured = [point("std", 16, 1.0), point("adaptive", 4, 1.0), point("std", 4, 1.0), point("adaptive", 16, 1.0)];
+        let points: Vec<&PointResult> = measured.iter().collect();
+        assert_eq!(thread_ticks(&points), [4.0, 16.0]);
+        let svg = drawn(|image| throughput(&report(measured.to_vec()), image)).unwrap();
+        for label in ["4", "16"] {
+            assert!(svg.contains(&format!(">\n{label}\n</text>")), "a label at {label} threads");
+        }
     }
 
     /// Every panel gets its histogram; a report with no timed acquisition

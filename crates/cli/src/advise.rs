@@ -425,7 +425,8 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                 );
                 let input = options.input.as_ref().map_or(String::new(), |path| format!(" < {}", shell_quoted(&path.to_string_lossy())));
                 // Served as measured, unrecorded (a profile's counting
-                // gave back a third of cache's gain under adaptive).
+                // cost a quarter of cache's operations a second under
+                // adaptive, about all of its gain).
                 outln!("Try it: lockmeter run --lock {variant} --no-profile -- {}{input}", options.shown_as);
                 outln!("(without --no-profile, with its lock profile: SPIN and SLEEP say how waits went)");
             }

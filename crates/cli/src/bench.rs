@@ -570,7 +570,7 @@ pub fn plot_saved(
         }
     }
     if let Some(locks) = locks {
-        let wanted: Vec<&str> = locks.split(',').map(str::trim).filter(|l| !l.is_empty()).collect();
+        let wanted = crate::args::list_items(locks).map_err(|e| Failure::usage(format!("--locks: {e}")))?;
         if wanted.is_empty() {
             return Err(Failure::usage("--locks: no locks given"));
         }

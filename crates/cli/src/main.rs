@@ -241,7 +241,7 @@ enum Command {
         /// as `advise` measures them. Recording costs about 10 ns an
         /// acquisition (more where locks are contended), which a program
         /// taking its lock tens of millions of times a second feels.
-        #[arg(long, requires = "lock", conflicts_with_all = ["output", "frames", "interval", "max_locks", "format", "merge"])]
+        #[arg(long, requires = "lock", conflicts_with_all = ["output", "frames", "interval", "max_locks", "format", "merge", "sort", "min_wait"])]
         no_profile: bool,
         /// Capture up to N frames of the stack of each contended acquisition.
         #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=32), allow_hyphen_values = true)]

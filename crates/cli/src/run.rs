@@ -709,7 +709,12 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // they end it, and lockmeter still reports: killed at once, it left
     // CMD running and its profile unread.
     let caught = signals::install();
-    orphans::adopt();
+    // Orphans are waited for their profiles: unrecorded, none is adopted
+    // (adopted, one that then ran a program took itself for the root and
+    // napped for an on-CPU table that was not its own).
+    if !options.no_profile {
+        orphans::adopt();
+    }
     // An ignored signal stays ignored across exec: give CMD the
     // dispositions lockmeter was started with, or ^C would not stop it.
     // (A caught signal is reset to the default by exec.)

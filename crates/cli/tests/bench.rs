@@ -581,7 +581,9 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     let nowhere = dir.join("no-such-dir").join("t.svg");
     usage_error(&[json.as_ref(), "--throughput".as_ref(), nowhere.as_ref()], "no-such-dir does not exist");
     usage_error(&[json.as_ref(), "--throughput".as_ref(), dir.join("t.pdf").as_ref()], "must end in .svg or .png");
-    usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--locks".as_ref(), ",".as_ref()], "--locks: no locks given");
+    usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--locks".as_ref(), "".as_ref()], "--locks: no locks given");
+    // A name lost between two commas, as every list says it.
+    usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--locks".as_ref(), "adaptive,,glibc".as_ref()], "has an empty item");
     usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref(), "--threads".as_ref(), "2".as_ref()], "give --histogram FILE too");
     // A count the report does not have: a usage error, as bench's own
     // --histogram-threads (it was exit 1).
