@@ -223,8 +223,13 @@ fn lockmeter_run_lock_no_profile_serves_and_reports_nothing() {
     assert!(String::from_utf8_lossy(&profiled.stderr).contains("UTIL"), "profiled, the report");
     let glibc = run(&[]);
     assert_eq!(String::from_utf8_lossy(&glibc.stdout), "1\n", "glibc's own mutex");
-    // Without an algorithm there is nothing to serve, and nothing asked.
+    // Without an algorithm there is nothing to serve, and nothing asked;
+    // nor are the options that shape a profile.
     assert_eq!(run(&["--no-profile"]).status.code(), Some(2));
+    for shaping in [["--sort", "hold"], ["--min-wait", "1ms"], ["--format", "json"]] {
+        let refused = run(&["--lock", "adaptive", "--no-profile", shaping[0], shaping[1]]);
+        assert_eq!(refused.status.code(), Some(2), "{shaping:?}");
+    }
 }
 
 /// Served and profiled: the report says how each wait was spent, and a
