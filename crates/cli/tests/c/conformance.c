@@ -687,6 +687,44 @@ static void far_future_deadline(void) {
     pthread_join(t, NULL);
 }
 
+/* A process-shared condvar with a default (private) mutex, in one
+ * process: valid POSIX, and glibc's. Served, the mutex is ours and the
+ * condvar glibc's, whose wait cannot release it: EINVAL at every wait made
+ * the usual loop spin for ever holding the mutex. The wait returns, the
+ * loop ends, and a timed wait times out. */
+static pthread_mutex_t bridged_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bridged_c;
+static int bridged_ready;
+static void *ready_later(void *arg) {
+    usleep(20000);
+    pthread_mutex_lock(&bridged_m);
+    bridged_ready = 1;
+    pthread_cond_signal(&bridged_c);
+    pthread_mutex_unlock(&bridged_m);
+    return arg;
+}
+static void shared_condvar_with_a_private_mutex(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    EQ(pthread_cond_init(&bridged_c, &attr), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, ready_later, NULL);
+    long start = now_ms(CLOCK_MONOTONIC);
+    EQ(pthread_mutex_lock(&bridged_m), 0);
+    while (!bridged_ready) EQ(pthread_cond_wait(&bridged_c, &bridged_m), 0);
+    EQ(pthread_mutex_unlock(&bridged_m), 0);
+    CHECK(now_ms(CLOCK_MONOTONIC) - start < 5000, "the ready flag took %ld ms", now_ms(CLOCK_MONOTONIC) - start);
+    pthread_join(t, NULL);
+    EQ(pthread_mutex_lock(&bridged_m), 0);
+    struct timespec at = in_ms(CLOCK_REALTIME, 30);
+    int timed;
+    while ((timed = pthread_cond_timedwait(&bridged_c, &bridged_m, &at)) == 0) {}
+    EQ(timed, ETIMEDOUT);
+    EQ(pthread_mutex_unlock(&bridged_m), 0);
+    EQ(pthread_cond_destroy(&bridged_c), 0);
+}
+
 /* A signal handler that runs during a condvar wait notifies nothing: the
  * wait goes on (glibc returns from none of 50 signals; a served wait
  * returned from every one, and a timed one even under SA_RESTART). */
@@ -778,6 +816,7 @@ int main(void) {
     errno_is_kept();
     far_future_deadline();
     signals_notify_no_condvar_wait();
+    shared_condvar_with_a_private_mutex();
     printf("ok: %d checks\n", checks);
     return 0;
 }

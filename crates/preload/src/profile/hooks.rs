@@ -727,23 +727,107 @@ fn serving_condvar(c: Cond) -> bool {
     replace::algorithm().is_some() && served_cond::is_served(c)
 }
 
-/// Whether replace mode serves this condvar; EINVAL when it is glibc's but
-/// the mutex is served (glibc's wait cannot release a served mutex).
-fn serving_cond(c: Cond, m: Mutex) -> Result<bool, c_int> {
+/// Who waits on a condvar with a mutex.
+enum CondWait {
+    /// Replace mode serves the condvar.
+    Served,
+    /// Both are glibc's.
+    Glibc,
+    /// A glibc condvar (process-shared) with a served mutex, which
+    /// glibc's wait cannot release: see [`bridged_wait`].
+    Bridged(Algorithm),
+}
+
+/// How a wait on `c` with `m` goes.
+fn serving_cond(c: Cond, m: Mutex) -> CondWait {
     if serving_condvar(c) {
-        return Ok(true);
+        return CondWait::Served;
     }
-    if serving(m).is_some() {
-        return Err(libc::EINVAL);
+    match serving(m) {
+        Some(algorithm) => CondWait::Bridged(algorithm),
+        None => CondWait::Glibc,
     }
-    Ok(false)
+}
+
+/// A glibc mutex of this library's, which every bridged wait passes to
+/// glibc's condvar wait in place of the served one.
+struct Bridge(std::cell::UnsafeCell<pthread_mutex_t>);
+// SAFETY: used only through glibc's own mutex functions.
+unsafe impl Sync for Bridge {}
+static BRIDGE: Bridge = Bridge(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, previous: *mut c_int) -> c_int;
+    fn pthread_testcancel();
+}
+
+/// glibc's value of PTHREAD_CANCEL_DISABLE.
+const CANCEL_DISABLE: c_int = 1;
+
+/// How long a bridged wait waits before it returns, as a spurious wake-up
+/// may.
+const BRIDGE_SLICE_NS: i64 = 10_000_000;
+
+/// A wait on glibc's condvar `c` (a process-shared one) with the served
+/// mutex `m`: glibc's wait cannot release a served mutex, and refused
+/// (EINVAL), the usual `while (!ready) pthread_cond_wait(...)` spun for
+/// ever holding the mutex. It releases `m`, waits on `c` with a glibc
+/// mutex of its own for at most 10 ms, and takes `m` again. A signal
+/// between the release and glibc's wait is not seen by it, so the wait
+/// returns after its slice, as the spurious wake-up POSIX allows, and the
+/// caller's loop looks again: a wake at most 10 ms late, never lost (a
+/// waiter in another process needs a process-shared mutex anyway, which
+/// is glibc's). Not a cancellation point inside the slice: a
+/// cancellation there would run the cleanup handlers without `m`; it is
+/// acted on once `m` is held again.
+///
+/// # Safety
+/// The program's condvar, a served mutex the caller holds, and its
+/// timespec, if any.
+unsafe fn bridged_wait(c: Cond, m: Mutex, algorithm: Algorithm, deadline: Option<(clockid_t, Time)>) -> c_int {
+    // SAFETY: a served mutex.
+    if unsafe { served::unlock_would_fail(m) } {
+        return libc::EPERM;
+    }
+    let now = |clock: clockid_t| {
+        let mut t = timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid out-pointer.
+        unsafe { libc::clock_gettime(clock, &mut t) };
+        t
+    };
+    let passed = |(clock, at): (clockid_t, Time)| {
+        // SAFETY: the program's timespec, checked valid by the caller.
+        let (t, at) = (now(clock), unsafe { &*at });
+        (t.tv_sec, t.tv_nsec) >= (at.tv_sec, at.tv_nsec)
+    };
+    let mut slice_end = now(libc::CLOCK_MONOTONIC);
+    slice_end.tv_nsec += BRIDGE_SLICE_NS;
+    if slice_end.tv_nsec >= 1_000_000_000 {
+        slice_end.tv_sec += 1;
+        slice_end.tv_nsec -= 1_000_000_000;
+    }
+    let mut cancel_state = 0;
+    // SAFETY: this thread's cancellation state, restored below.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut cancel_state) };
+    let bridge = BRIDGE.0.get();
+    // SAFETY: glibc's functions on glibc's mutex and condvar; the served
+    // mutex, held by this thread, released and taken again.
+    unsafe {
+        call_real!(real::MUTEX_LOCK, fn(Mutex) -> c_int, bridge);
+        served::unlock(algorithm, m);
+        call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, bridge, libc::CLOCK_MONOTONIC, &slice_end);
+        call_real!(real::MUTEX_UNLOCK, fn(Mutex) -> c_int, bridge);
+        served::lock::<NoStats>(algorithm, m);
+        pthread_setcancelstate(cancel_state, std::ptr::null_mut());
+        pthread_testcancel();
+    }
+    if deadline.is_some_and(passed) { libc::ETIMEDOUT } else { 0 }
 }
 
 unsafe extern "C-unwind" fn cond_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
     match serving_cond(c, m) {
-        Err(error) => error,
-        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, None) })),
-        Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) }),
+        CondWait::Bridged(algorithm) => keeping_errno(|| cond(c, m, pc, || unsafe { bridged_wait(c, m, algorithm, None) })),
+        CondWait::Served => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, None) })),
+        CondWait::Glibc => cond(c, m, pc, || unsafe { call_real!(real::COND_WAIT, fn(Cond, Mutex) -> c_int, c, m) }),
     }
 }
 
@@ -754,10 +838,12 @@ unsafe extern "C-unwind" fn cond_timedwait(c: Cond, m: Mutex, at: Time, pc: usiz
         return libc::EINVAL;
     }
     match serving_cond(c, m) {
-        Err(error) => error,
+        // (glibc's condvar keeps its clock where only glibc reads it: the
+        // deadline is checked on the wall clock, the default.)
+        CondWait::Bridged(algorithm) => keeping_errno(|| cond(c, m, pc, || unsafe { bridged_wait(c, m, algorithm, Some((libc::CLOCK_REALTIME, at))) })),
         // SAFETY: a served condvar has its clock.
-        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((served_cond::clock(c), at))) })),
-        Ok(false) => cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) }),
+        CondWait::Served => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((served_cond::clock(c), at))) })),
+        CondWait::Glibc => cond(c, m, pc, || unsafe { call_real!(real::COND_TIMEDWAIT, fn(Cond, Mutex, Time) -> c_int, c, m, at) }),
     }
 }
 
@@ -766,9 +852,9 @@ unsafe extern "C-unwind" fn cond_clockwait(c: Cond, m: Mutex, clock: clockid_t, 
         return libc::EINVAL;
     }
     match serving_cond(c, m) {
-        Err(error) => error,
-        Ok(true) => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) })),
-        Ok(false) => {
+        CondWait::Bridged(algorithm) => keeping_errno(|| cond(c, m, pc, || unsafe { bridged_wait(c, m, algorithm, Some((clock, at))) })),
+        CondWait::Served => keeping_errno(|| cond(c, m, pc, || unsafe { served_wait(c, m, Some((clock, at))) })),
+        CondWait::Glibc => {
             cond(c, m, pc, || unsafe { call_real!(real::COND_CLOCKWAIT, fn(Cond, Mutex, clockid_t, Time) -> c_int, c, m, clock, at) })
         }
     }
