@@ -298,10 +298,14 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // none seen in its tree, every variant would run glibc's locks, and
     // 'it took no pthread lock' would be a verdict on nothing. (A static
     // launcher of dynamic programs has its tree's locks seen, and served.)
-    if crate::run::statically_linked(&program) && operations.is_some_and(|(acquisitions, _)| acquisitions == 0) {
+    let unreachable = match crate::run::preload_dropped(&program) {
+        Some(why) => Some(format!("{why} (the loader drops LD_PRELOAD for it)")),
+        None => crate::run::statically_linked(&program).then(|| "statically linked".to_string()),
+    };
+    if let Some(why) = unreachable.filter(|_| operations.is_some_and(|(acquisitions, _)| acquisitions == 0)) {
         progress.finish();
         return Err(Failure::usage(format!(
-            "{} is statically linked, and no pthread lock of its tree was seen: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
+            "{} is {why}, and no pthread lock of its tree was seen: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
             program.display()
         )));
     }

@@ -335,6 +335,29 @@ pub fn statically_linked(path: &Path) -> bool {
     !has_interp && !has_dynamic
 }
 
+/// Why the loader would drop LD_PRELOAD for `path`, if it would: a
+/// set-user-ID or set-group-ID program run by another user or group, or
+/// one with file capabilities, runs in secure-execution mode, where the
+/// preload is ignored (a setuid program's locks were reported 'statically
+/// linked, or it cleared LD_PRELOAD', and advise said it took no lock).
+pub fn preload_dropped(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    if meta.mode() & libc::S_ISUID != 0 && meta.uid() != uid {
+        return Some("set-user-ID");
+    }
+    if meta.mode() & libc::S_ISGID != 0 && meta.gid() != gid {
+        return Some("set-group-ID");
+    }
+    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and attribute name; a null buffer of
+    // size 0 asks only whether the attribute is there.
+    let capabilities = unsafe { libc::getxattr(name.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
+    (capabilities > 0).then_some("given file capabilities")
+}
+
 pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
@@ -658,6 +681,9 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     if statically_linked(&path) {
         say!("lockmeter: warning: {} is statically linked: LD_PRELOAD cannot see its locks", path.display());
     }
+    if let Some(why) = preload_dropped(&path) {
+        say!("lockmeter: warning: {} is {why}: the loader drops LD_PRELOAD for it, so its own locks are neither seen nor served", path.display());
+    }
     let run_started = std::time::SystemTime::now();
     let scratch = scratch_dir("lockmeter-run")?;
     let mut command = Command::new(program);
@@ -822,7 +848,10 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
             // No handler runs on SIGKILL, and the library writes from one.
             Some(libc::SIGKILL) => "SIGKILL leaves no time to write one".to_string(),
             Some(signal) => format!("{} came before it could write one, or it handles the signal itself", signal_name(signal)),
-            None => "statically linked, or it cleared LD_PRELOAD".to_string(),
+            None => match preload_dropped(&path) {
+                Some(why) => format!("{why}: the loader dropped LD_PRELOAD"),
+                None => "statically linked, or it cleared LD_PRELOAD".to_string(),
+            },
         };
         say!("lockmeter: warning: {} wrote no profile ({why})", program.to_string_lossy());
     }
@@ -1332,5 +1361,32 @@ mod tests {
     fn static_binaries_are_recognised() {
         assert!(!statically_linked(Path::new("/bin/sh")), "sh is dynamic");
         assert!(!statically_linked(Path::new("/nonexistent")));
+    }
+
+    /// A set-user-ID program of another user runs without the preload; a
+    /// plain one, or one of this user's, with it.
+    #[test]
+    fn programs_the_loader_runs_without_the_preload_are_recognised() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("lockmeter-suid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join("prog");
+        std::fs::copy("/bin/true", &program).unwrap();
+        assert_eq!(preload_dropped(&program), None, "a plain program");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        assert_eq!(preload_dropped(&program), None, "set-user-ID to its own runner");
+        // Another user's: made as root; otherwise a system one (su is
+        // root's, set-user-ID, on every Debian).
+        let name = std::ffi::CString::new(program.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; 65534 is nobody.
+        let theirs = if unsafe { libc::chown(name.as_ptr(), 65534, 65534) } == 0 {
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o4755)).unwrap();
+            program.clone()
+        } else {
+            PathBuf::from("/bin/su")
+        };
+        assert_eq!(preload_dropped(&theirs), Some("set-user-ID"), "{}", theirs.display());
+        assert_eq!(preload_dropped(Path::new("/nonexistent")), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
