@@ -368,7 +368,8 @@ enum Command {
     /// their spread (fairness), the longest wait, and for our locks how many
     /// waits spun or slept. `busted`, a deliberately broken lock, must fail.
     /// Exit status 0 when every run was clean, 1 (naming the violation and
-    /// the seed) otherwise.
+    /// the seed) otherwise. ^C, SIGTERM or SIGHUP ends the run in progress
+    /// at once, and it dies of the signal.
     ///
     /// Examples:
     ///   lockmeter torture                                  (every algorithm, 4 threads, 5 s)
@@ -700,7 +701,17 @@ fn command_main() -> ExitCode {
                 stall,
                 json: format == TortureFormat::Json,
             };
-            return match torture::torture(&options) {
+            // ^C, SIGTERM and SIGHUP end the run in progress at once, as
+            // the bench's do, and lockmeter dies of the signal, saying so
+            // (killed outright, it left the progress line and no word).
+            stop::install();
+            let result = torture::torture(&options);
+            if let Some(signal) = stop::requested() {
+                say!("lockmeter: torture interrupted; the runs finished before it are above");
+                stop::die_of(signal);
+                return ExitCode::from(128 + signal as u8);
+            }
+            return match result {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(message) => {

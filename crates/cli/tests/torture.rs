@@ -52,6 +52,28 @@ fn each_row_comes_as_its_run_ends() {
     assert_eq!(lines.map(Result::unwrap).filter(|l| l.starts_with("futex ") || l.starts_with("ticket ")).count(), 2);
 }
 
+/// A stop ends the run in progress at once: lockmeter says so and dies
+/// of the signal, with the rows of the runs that finished (killed
+/// outright, it left its progress line and no word).
+#[test]
+fn a_stop_ends_the_torture_at_once_and_says_so() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let child = lockmeter()
+        .args(["torture", "--lock", "adaptive,ticket", "--seconds", "10"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stopped = std::time::Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    assert!(stopped.elapsed() < std::time::Duration::from_secs(5), "took {:?} after the stop", stopped.elapsed());
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("torture interrupted"), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
 #[test]
 fn json_output_has_one_outcome_per_run() {
     let output = lockmeter()
