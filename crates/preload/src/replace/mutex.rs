@@ -562,14 +562,16 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 /// save `errno` around it). `Some(result)` when decided; `None`, with
 /// nothing done, when a waiter needs waking, when the mutex is free, when
 /// the caller does not hold a normal mutex (glibc lets any thread unlock
-/// one), and for `ticket`, `mcs` and `spin`, whose full unlock is short
-/// anyway: then [`unlock`].
+/// one), and for `ticket` and `mcs`, whose full unlock is short anyway:
+/// then [`unlock`]. (`spin`'s release is one store and wakes nobody: on
+/// the full path, with `errno` kept around it, its pair cost 14.4 ns
+/// against adaptive's 8.5 in a fast phase of the host.)
 ///
 /// # Safety
 /// As [`lock`].
 #[inline(always)]
 pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
-    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs | Algorithm::Spin) {
+    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs) {
         return None;
     }
     // SAFETY: forwarded contract.
@@ -601,7 +603,17 @@ pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mut
             Algorithm::FutexTid => (*state.cast::<RawFutexTid<NoStats>>()).unlock_if_uncontended_as(tid),
             Algorithm::Pi => (*state.cast::<RawPi<NoStats>>()).unlock_if_uncontended_as(tid),
             Algorithm::Futex => (*state.cast::<RawFutex<NoStats>>()).unlock_if_uncontended(),
-            Algorithm::Ticket | Algorithm::Mcs | Algorithm::Spin => false,
+            // Held by somebody (a free one, unlocked again, is the full
+            // path's to answer), and a normal mutex may be released by any
+            // thread.
+            Algorithm::Spin => {
+                let spin = &*state.cast::<RawSpin<NoStats>>();
+                spin.is_locked() && {
+                    spin.unlock();
+                    true
+                }
+            }
+            Algorithm::Ticket | Algorithm::Mcs => false,
         }
     };
     if released {
