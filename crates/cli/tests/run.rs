@@ -223,6 +223,63 @@ fn a_lock_of_another_kind_in_a_freed_locks_memory_is_a_lock_of_its_own() {
     assert_eq!(count(lockmeter_stats::profile::Kind::Rwlock), [107], "{names:?}");
 }
 
+/// A library's global lock and call sites keep their names after the
+/// program unloads it with dlclose (they read `heap@0x7f... (first
+/// use)` and raw addresses: the profile names addresses as it is written,
+/// when the library is gone), and a lock of another library loaded at its
+/// address since is a lock of its own.
+#[test]
+fn an_unloaded_librarys_locks_keep_their_names() {
+    let dir = scratch("unload");
+    let build = |source: &str, name: &str, shared: bool| {
+        let file = dir.join(format!("{name}.c"));
+        std::fs::write(&file, source).unwrap();
+        let output = dir.join(if shared { format!("lib{name}.so") } else { name.to_string() });
+        let mut gcc = Command::new("gcc");
+        gcc.args(["-O1", "-g", "-pthread", "-o"]).arg(&output).arg(&file);
+        if shared {
+            gcc.args(["-shared", "-fPIC"]);
+        } else {
+            gcc.arg("-ldl");
+        }
+        assert!(gcc.status().unwrap().success(), "{name}.c compiles");
+        output
+    };
+    let plugin = build(
+        "#include <pthread.h>\npthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;\n\
+         void plugin_work(void) { for (int i = 0; i < 10; i++) { pthread_mutex_lock(&plugin_lock); pthread_mutex_unlock(&plugin_lock); } }\n",
+        "plugin",
+        true,
+    );
+    let other = build(
+        "#include <pthread.h>\npthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;\n\
+         void other_work(void) { for (int i = 0; i < 3; i++) { pthread_mutex_lock(&other_lock); pthread_mutex_unlock(&other_lock); } }\n",
+        "other",
+        true,
+    );
+    let main = build(
+        "#include <dlfcn.h>\n#include <stdlib.h>\n\
+         static void run(const char *lib, const char *fn) {\n\
+           void *h = dlopen(lib, RTLD_NOW); if (!h) abort();\n\
+           void (*work)(void) = (void (*)(void))dlsym(h, fn); if (!work) abort();\n\
+           work(); dlclose(h);\n\
+         }\n\
+         int main(int argc, char **argv) { (void)argc; run(argv[1], \"plugin_work\"); run(argv[2], \"other_work\"); return 0; }\n",
+        "unload_main",
+        false,
+    );
+    let file = dir.join("profile.json");
+    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(&main).arg(&plugin).arg(&other).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let profile = Profile::load(&file).unwrap();
+    let names: Vec<(&str, u64)> = profile.locks.iter().map(|l| (l.name.as_str(), l.counters.acquisitions)).collect();
+    assert!(names.contains(&("plugin_lock", 10)), "{names:?}");
+    assert!(names.contains(&("other_lock", 3)), "{names:?}");
+    let plugin_lock = lock(&profile, "plugin_lock");
+    assert!(plugin_lock.sites.iter().all(|s| s.site.starts_with("plugin_work+0x")), "{:?}", plugin_lock.sites);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn refused_trylocks_are_counted_exactly() {
     let (_, profile) = profile(&["trylock"]);

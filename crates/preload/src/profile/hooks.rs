@@ -583,6 +583,18 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: Mutex) -> c_int {
     result
 }
 
+/// Exported: names what of the object the profile holds before it may
+/// be unloaded (see `unloaded`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> c_int {
+    // SAFETY: the program's handle, passed on as it gave it.
+    let close = || unsafe { call_real!(real::DLCLOSE, fn(*mut libc::c_void) -> c_int, handle) };
+    match active() {
+        Some(profiler) => super::unloaded::closing(profiler, handle, close),
+        None => close(),
+    }
+}
+
 // Reader-writer locks.
 
 shared_hook!(rwlock_rdlock(l: Rwlock), Kind::Rwlock, real::RWLOCK_TRYRDLOCK, real::RWLOCK_RDLOCK, pthread_outcome);

@@ -14,6 +14,7 @@ pub mod real;
 mod stacks;
 mod symbols;
 pub mod table;
+mod unloaded;
 
 use lockmeter_locks::clock::cycles;
 use lockmeter_stats::histogram::bin_of;

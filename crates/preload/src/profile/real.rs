@@ -155,6 +155,7 @@ reals! {
     SEM_INIT = "sem_init";
     SEM_DESTROY = "sem_destroy";
     EXIT_NOW = "_exit";
+    DLCLOSE = "dlclose";
     EXIT_NOW_C99 = "_Exit";
 }
 

@@ -182,6 +182,17 @@ impl Symbolizer {
         Symbolizer { modules }
     }
 
+    /// Whether `address` lies in the object loaded at `bias` (the
+    /// loader's `l_addr` of it).
+    pub fn in_object_at(&self, bias: u64, address: usize) -> bool {
+        self.modules.iter().any(|m| m.bias == bias && m.contains((address as u64).wrapping_sub(m.bias)))
+    }
+
+    /// Whether an object is loaded at `bias`.
+    pub fn has_object_at(&self, bias: u64) -> bool {
+        self.modules.iter().any(|m| m.bias == bias)
+    }
+
     fn module(&self, address: u64) -> Option<(&Module, u64)> {
         self.modules.iter().find_map(|m| {
             let svma = address.wrapping_sub(m.bias);
