@@ -522,6 +522,11 @@ fn hints(e: &clap::Error) -> String {
             _ => continue,
         };
         let hint = match kind {
+            // `lockmeter bench report FILE`: the commands that take a saved
+            // report are lockmeter's own.
+            ContextKind::InvalidSubcommand if text == "report" || text == "plot" => {
+                format!("a saved report is `lockmeter {text} FILE`")
+            }
             ContextKind::ValidValue => format!("possible values: {text}"),
             ContextKind::SuggestedValue | ContextKind::SuggestedArg | ContextKind::SuggestedSubcommand => {
                 format!("did you mean '{}'", text.trim_matches('\''))

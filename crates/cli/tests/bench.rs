@@ -482,6 +482,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         (vec!["bench", "pair", "-o", "src/../r.json", "--save", "r.json"], "-o and --save both name r.json"),
         (vec!["bench", "sem", "--duty", "8"], "unexpected argument '--duty' found (see lockmeter bench sem --help)"),
         (vec!["bench", "tea"], "unrecognized subcommand 'tea' (see lockmeter bench --help)"),
+        // A saved report is shown by lockmeter's own report and plot.
+        (vec!["bench", "report", "x.json"], "unrecognized subcommand 'report'; a saved report is `lockmeter report FILE` (see lockmeter bench --help)"),
         (vec!["bench", "duty", "--seconds", "100000000000000000000"], "too long"),
         (vec!["bench", "duty", "-o", "/nonexistent-dir/out.json"], "cannot write /nonexistent-dir/out.json: No such file"),
         // Found before the run, which used to go to stdout after it.
