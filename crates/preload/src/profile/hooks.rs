@@ -777,7 +777,7 @@ const CANCEL_DISABLE: c_int = 1;
 
 /// How long a bridged wait waits before it returns, as a spurious wake-up
 /// may.
-const BRIDGE_SLICE_NS: i64 = 10_000_000;
+const BRIDGE_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A wait on glibc's condvar `c` (a process-shared one) with the served
 /// mutex `m`: glibc's wait cannot release a served mutex, and refused
@@ -800,23 +800,7 @@ unsafe fn bridged_wait(c: Cond, m: Mutex, algorithm: Algorithm, deadline: Option
     if unsafe { served::unlock_would_fail(m) } {
         return libc::EPERM;
     }
-    let now = |clock: clockid_t| {
-        let mut t = timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: a valid out-pointer.
-        unsafe { libc::clock_gettime(clock, &mut t) };
-        t
-    };
-    let passed = |(clock, at): (clockid_t, Time)| {
-        // SAFETY: the program's timespec, checked valid by the caller.
-        let (t, at) = (now(clock), unsafe { &*at });
-        (t.tv_sec, t.tv_nsec) >= (at.tv_sec, at.tv_nsec)
-    };
-    let mut slice_end = now(libc::CLOCK_MONOTONIC);
-    slice_end.tv_nsec += BRIDGE_SLICE_NS;
-    if slice_end.tv_nsec >= 1_000_000_000 {
-        slice_end.tv_sec += 1;
-        slice_end.tv_nsec -= 1_000_000_000;
-    }
+    let slice_end = replace::deadline::monotonic_in(BRIDGE_SLICE);
     let mut cancel_state = 0;
     // SAFETY: this thread's cancellation state, restored below.
     unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut cancel_state) };
@@ -832,6 +816,8 @@ unsafe fn bridged_wait(c: Cond, m: Mutex, algorithm: Algorithm, deadline: Option
         pthread_setcancelstate(cancel_state, std::ptr::null_mut());
         pthread_testcancel();
     }
+    // SAFETY: the program's timespec, checked valid by the caller.
+    let passed = |(clock, at): (clockid_t, Time)| replace::deadline::left(clock, unsafe { *at }).is_ok_and(|left| left.is_zero());
     if deadline.is_some_and(passed) { libc::ETIMEDOUT } else { 0 }
 }
 

@@ -48,16 +48,17 @@ pub fn left(clock: libc::clockid_t, at: libc::timespec) -> Result<Duration, libc
 /// for a futex wait that cannot take the wall clock; EINVAL for
 /// nanoseconds out of range.
 pub fn on_monotonic(clock: libc::clockid_t, at: libc::timespec) -> Result<libc::timespec, libc::c_int> {
-    let left = left(clock, at)?;
+    Ok(monotonic_in(left(clock, at)?))
+}
+
+/// The CLOCK_MONOTONIC time `left` from now.
+pub fn monotonic_in(left: Duration) -> libc::timespec {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid clock and out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     // At most 2^64 ns (584 years) ahead: no overflow.
     let nanos = now.tv_nsec + left.subsec_nanos() as libc::c_long;
-    Ok(libc::timespec {
-        tv_sec: now.tv_sec + left.as_secs() as libc::time_t + nanos / 1_000_000_000,
-        tv_nsec: nanos % 1_000_000_000,
-    })
+    libc::timespec { tv_sec: now.tv_sec + left.as_secs() as libc::time_t + nanos / 1_000_000_000, tv_nsec: nanos % 1_000_000_000 }
 }
 
 /// Takes a lock by `at` on `clock` with `lock_until`, the lock's timed
