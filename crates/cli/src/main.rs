@@ -254,7 +254,7 @@ enum Command {
         /// not recorded, and the report says how many. A lock destroyed and
         /// initialised again at its address by the same line continues one
         /// row, so only locks alive together count. Each thread reserves
-        /// about 1.5 KB of address space per lock, touched where it records.
+        /// about 3 KB of address space per lock, touched where it records.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_048_576), allow_hyphen_values = true)]
         max_locks: Option<u64>,
         /// Load a private on-CPU table for CMD (a BPF program recording which

@@ -379,7 +379,7 @@ fn max_locks_sets_how_many_locks_are_tracked_at_once() {
     assert_eq!(large.used_locks().count(), 3001);
     assert_eq!(lock(&large, "late_lock").counters.acquisitions, 3);
 
-    // Counters that cannot be mapped (1.5 GB a thread at the most locks,
+    // Counters that cannot be mapped (3 GB a thread at the most locks,
     // against 1 GB of address space) are said, not silently missing.
     let dir = scratch("many-ulimit");
     let file = dir.join("profile.json");

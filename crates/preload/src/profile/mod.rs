@@ -269,7 +269,7 @@ pub const HOLD_SAMPLE: u64 = 16;
 /// A hold at least this long (about 5 us) makes the next hold timed too.
 const LONG_HOLD_CYCLES: u64 = 10_000;
 
-fn count_wait(counters: &table::SideCounters, hist: Option<&[table::Counter; HIST_BINS]>, how: Acquired) {
+fn count_wait(counters: &table::SideCounters, hist: Option<&table::Histogram>, how: Acquired) {
     counters.acquisitions.add(1, false);
     match how {
         Acquired::NoWait => counters.nowait.add(1, false),
@@ -370,8 +370,8 @@ impl Profiler {
         Some(block)
     }
 
-    fn record(&self, kind: Kind, address: usize, pc: usize) -> Option<(u32, &LockRecord)> {
-        self.tables.lock(address, kind as u32, pc)
+    fn record(&self, kind: Kind, address: usize, pc: usize, block: &ThreadBlock) -> Option<(u32, &LockRecord)> {
+        self.tables.lock(address, kind as u32, pc, Some(block))
     }
 
     /// The site record id of `pc` for lock `index`, through the thread's
@@ -387,7 +387,7 @@ impl Profiler {
             return mine.last_site.load(Relaxed);
         }
         block.note_used(index);
-        let id = self.tables.site(index, pc).map_or(0, |(id, _)| id);
+        let id = self.tables.site(index, pc, Some(block)).map_or(0, |(id, _)| id);
         mine.last_pc.store(pc, Relaxed);
         mine.last_site.store(id, Relaxed);
         id
@@ -409,10 +409,12 @@ impl Profiler {
     /// everything else is counted exactly.
     #[inline(always)]
     pub fn acquired_exclusive(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
-        // One after the other: an operation lost for want of a lock slot
-        // is not lost again for want of a counter block.
-        let Some((index, record)) = self.record(kind, address, pc) else { return };
+        // One after the other: an operation lost for want of a counter
+        // block is not lost again for want of a lock slot. (The block
+        // first: a lock this thread is the first to count takes its number
+        // from the block's run.)
         let Some(block) = self.block_for_acquisition() else { return };
+        let Some((index, record)) = self.record(kind, address, pc, block) else { return };
         self.acquired_exclusive_in(block, index, record, kind, address, pc, how, now);
     }
 
@@ -425,7 +427,7 @@ impl Profiler {
     /// own plain adds can still lose one of the two, should they meet).
     #[cold]
     pub fn owner_died(&self, kind: Kind, address: usize, pc: usize) {
-        let Some((index, record)) = self.record(kind, address, pc) else { return };
+        let Some((index, record)) = self.tables.lock(address, kind as u32, pc, self.block()) else { return };
         for block in self.tables.blocks() {
             // Ended as its owner's unlock would have ended it.
             if let Some(release) = self.release_exclusive_in(block, index, record, kind, address) {
@@ -460,7 +462,7 @@ impl Profiler {
             return;
         }
         let site = self.cached_site(block, index, mine, pc);
-        count_wait(side, Some(&mine.hist), how);
+        count_wait(side, Some(block.hist(index)), how);
         // Counted per call site: counted per lock, a loop taking the lock
         // at line A then at line B sampled only A's first hold.
         let mut turn = side.acquisitions.get();
@@ -613,12 +615,12 @@ impl Profiler {
     /// `HOLD_SAMPLE` until this thread has waited for the lock); a thread's
     /// nested read holds of one lock count as one hold.
     pub fn acquired_shared(&self, kind: Kind, address: usize, pc: usize, how: Acquired, now: Option<u64>) {
-        let Some((index, record)) = self.record(kind, address, pc) else { return };
         let Some(block) = self.block_for_acquisition() else { return };
+        let Some((index, record)) = self.record(kind, address, pc, block) else { return };
         let mine = block.lock(index);
         let side = &mine.sides[SHARED];
         let site = self.cached_site(block, index, mine, pc);
-        count_wait(side, Some(&mine.hist), how);
+        count_wait(side, Some(block.hist(index)), how);
         // Sampled as exclusive holds are.
         let mut turn = side.acquisitions.get();
         if let Some(site) = block.site(site) {
@@ -690,8 +692,8 @@ impl Profiler {
 
     /// A trylock refused (or a timed acquisition gave up after `waited`).
     pub fn refused(&self, kind: Kind, address: usize, pc: usize, side: usize, timed_out_after: Option<u64>) {
-        let Some((index, _)) = self.record(kind, address, pc) else { return };
         let Some(block) = self.block_for_acquisition() else { return };
+        let Some((index, _)) = self.record(kind, address, pc, block) else { return };
         let mine = block.lock(index);
         let site = block.site(self.cached_site(block, index, mine, pc)).map(|s| &s.counters);
         for counters in std::iter::once(&mine.sides[side]).chain(site) {
@@ -707,7 +709,7 @@ impl Profiler {
         // In the histogram as in WAIT (a lock whose one wait timed out
         // showed a WAIT and no histogram).
         if let Some(waited) = timed_out_after {
-            mine.hist[bin_of(waited).min(HIST_BINS - 1)].add(1, false);
+            block.hist(index)[bin_of(waited).min(HIST_BINS - 1)].add(1, false);
         }
     }
 
@@ -715,7 +717,7 @@ impl Profiler {
     /// the record whose waiter clock it joined.
     #[inline]
     pub fn begin_wait(&self, kind: Kind, address: usize, pc: usize) -> Started<'_> {
-        let found = self.tables.lock_for_wait(address, kind as u32, pc);
+        let found = self.tables.lock_for_wait(address, kind as u32, pc, self.block());
         let now = cycles();
         if let Some((index, record)) = found {
             record.clock.arrive(now);
@@ -761,13 +763,14 @@ impl Profiler {
     /// (record an acquisition, record its release) on a private lock of
     /// these tables, in nanoseconds per pair.
     pub fn time_recording(&self, address: usize, pairs: u32) -> f64 {
-        let (Some((index, record)), Some(block)) = (self.record(Kind::Mutex, address, 0x1000), self.tables.claim_block()) else {
+        let Some(block) = self.tables.claim_block() else { return 0.0 };
+        if self.record(Kind::Mutex, address, 0x1000, block).is_none() {
+            self.tables.release_block(block);
             return 0.0;
-        };
-        let _ = (index, record);
+        }
         let start = std::time::Instant::now();
         for _ in 0..pairs {
-            if let Some((index, record)) = self.record(Kind::Mutex, address, 0x1000) {
+            if let Some((index, record)) = self.record(Kind::Mutex, address, 0x1000, block) {
                 self.acquired_exclusive_in(block, index, record, Kind::Mutex, address, 0x1000, Acquired::NoWait, None);
             }
             if let Some((index, record)) = self.tables.existing_lock(address) {
@@ -797,7 +800,7 @@ mod tests {
         profiler.acquired_shared(Kind::Rwlock, address(1), 0x1010, Acquired::Waited(5), None);
         profiler.refused(Kind::Mutex, address(2), 0x1020, EXCLUSIVE, None);
         // Known to the tables, never counted by this thread.
-        let (untouched, _) = profiler.record(Kind::Mutex, address(3), 0x1030).unwrap();
+        let (untouched, _) = profiler.tables.lock(address(3), Kind::Mutex as u32, 0x1030, None).unwrap();
         let index = |i: usize| profiler.tables.existing_lock(address(i)).unwrap().0;
         let mut noted: Vec<u32> = profiler.block().unwrap().used_locks().collect();
         noted.sort_unstable();
@@ -805,5 +808,51 @@ mod tests {
         counted.sort_unstable();
         assert_eq!(noted, counted);
         assert!(!noted.contains(&untouched));
+    }
+
+    /// Threads that use a few shared locks and a few of their own, their
+    /// own first counted all at once, keep their counters on a few pages
+    /// each (indexed by slot, each lock and site took a page of every
+    /// thread that used it: 41-44 pages a thread here).
+    #[test]
+    fn a_threads_counters_take_a_few_pages() {
+        let profiler = Profiler::new(0, table::DEFAULT_MAX_LOCKS).unwrap();
+        let shared: Vec<libc::pthread_mutex_t> = (0..10).map(|_| libc::PTHREAD_MUTEX_INITIALIZER).collect();
+        let address = |m: &libc::pthread_mutex_t| m as *const libc::pthread_mutex_t as usize;
+        let threads = 32;
+        let barrier = std::sync::Barrier::new(threads);
+        let use_lock = |m: &libc::pthread_mutex_t, i: usize| {
+            // Two call sites of each lock.
+            for pc in [0x1000 + 16 * i, 0x8000 + 16 * i] {
+                profiler.acquired_exclusive(Kind::Mutex, address(m), pc, Acquired::NoWait, None);
+                profiler.released(profiler.releasing_exclusive(Kind::Mutex, address(m)));
+            }
+        };
+        // The program's shared locks, used first where they are made.
+        for (i, m) in shared.iter().enumerate() {
+            use_lock(m, i);
+        }
+        let pages: Vec<usize> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let own: Vec<libc::pthread_mutex_t> = (0..3).map(|_| libc::PTHREAD_MUTEX_INITIALIZER).collect();
+                        barrier.wait();
+                        for (i, m) in shared.iter().chain(&own).enumerate() {
+                            use_lock(m, i);
+                        }
+                        let block = profiler.block().unwrap();
+                        assert_eq!(block.used_locks().count(), 13);
+                        // Every thread's block stays its own until all counted.
+                        barrier.wait();
+                        block.resident_bytes() / 4096
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        // Shared locks and their sites, own locks and theirs, the bitmap
+        // of used locks: 5 pages, up to 9 where runs straddle pages.
+        assert!(pages.iter().all(|&p| p <= 9), "pages a thread: {pages:?}");
     }
 }

@@ -1163,10 +1163,11 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
             .collect();
         let (mut exclusive_sum, mut shared_sum) = (Sum::default(), Sum::default());
         let mut hist = vec![0u64; HIST_BINS];
-        for mine in users.iter().map(|b| b.lock(index)) {
+        for block in users {
+            let mine = block.lock(index);
             exclusive_sum.add(&mine.sides[EXCLUSIVE]);
             shared_sum.add(&mine.sides[SHARED]);
-            for (bin, count) in hist.iter_mut().zip(&mine.hist) {
+            for (bin, count) in hist.iter_mut().zip(block.hist(index)) {
                 *bin += count.get();
             }
         }

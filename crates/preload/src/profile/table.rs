@@ -6,6 +6,15 @@
 //! summed when the profile is written. No lock on any path, and no cache
 //! line written by two threads on an uncontended acquisition: a profiled
 //! lock must not become a contended cache line the program never had.
+//!
+//! A thread's counters are indexed by the records' *numbers*, not by their
+//! slots, which a hash scatters: indexed by slot, each lock a thread used
+//! took a page or two of its memory (2,000 threads each using the same 10
+//! locks and 3 of their own took 346 MB resident against the bare
+//! program's 18 MB). A record is numbered by the first thread to count it,
+//! from a run of numbers that thread holds (see [`Numbers`]), so the locks
+//! a thread makes and uses, numbered by it, sit side by side in its
+//! counters, however many other threads number theirs meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -14,9 +23,94 @@ pub const HIST_BINS: usize = 48;
 /// Locks tracked at once unless `LOCKMETER_MAX_LOCKS` says otherwise.
 pub const DEFAULT_MAX_LOCKS: usize = 1 << 14;
 /// The most `LOCKMETER_MAX_LOCKS` may ask for. Every thread reserves
-/// address space for its counters of every slot (768 bytes a lock, and
-/// 768 for its call sites), touched only where it records.
+/// address space for its counters of every number, two a slot (1.5 KB a
+/// lock, and 1.5 KB for its call sites), touched only where it records.
 pub const MAX_MAX_LOCKS: usize = 1 << 20;
+/// Record numbers, handed out in runs of [`RUN`] to each thread block,
+/// while the runs have taken no more numbers than there are slots, and
+/// one at a time after that: as many numbers again as slots, so that runs
+/// left unfinished (a thread that ends, having numbered one lock) cannot
+/// leave records without numbers.
+struct Numbers {
+    handed_out: AtomicU32,
+    slots: usize,
+}
+
+/// Numbers a thread block takes at a time.
+const RUN: u32 = 8;
+
+impl Numbers {
+    fn new(slots: usize) -> Numbers {
+        Numbers { handed_out: AtomicU32::new(0), slots }
+    }
+
+    /// How many numbers there can be.
+    fn capacity(&self) -> usize {
+        numbers_for(self.slots)
+    }
+
+    /// The number in `cell` (stored + 1), or, if it has none yet, the next
+    /// of the thread's `run` (`None`: one of its own); `None` when every
+    /// number is handed out. Whoever first needs a record's number gives it
+    /// one, the thread that made the record or one that found it before
+    /// that thread got there (which never waits for it: it may be the very
+    /// thread it interrupted); of two at once, one number goes unused.
+    #[cold]
+    fn number(&self, cell: &AtomicU32, run: Option<&AtomicU64>) -> Option<u32> {
+        if let Some(number) = cell.load(Relaxed).checked_sub(1) {
+            return Some(number);
+        }
+        let Some(mine) = run.and_then(|run| self.next_of_run(run)).or_else(|| self.single()) else {
+            return cell.load(Relaxed).checked_sub(1);
+        };
+        match cell.compare_exchange(0, mine + 1, Relaxed, Relaxed) {
+            Ok(_) => Some(mine),
+            Err(theirs) => Some(theirs - 1),
+        }
+    }
+
+    /// The next number of `run` (next in the high half, end in the low),
+    /// taking a new run when it is used up, while the runs' budget lasts.
+    /// Only the block's thread takes from its run, but a signal handler may
+    /// interrupt it doing so: each step is a compare-exchange.
+    fn next_of_run(&self, run: &AtomicU64) -> Option<u32> {
+        loop {
+            let packed = run.load(Relaxed);
+            let (next, end) = ((packed >> 32) as u32, packed as u32);
+            if next < end {
+                if run.compare_exchange(packed, packed + (1 << 32), Relaxed, Relaxed).is_ok() {
+                    return Some(next);
+                }
+                continue;
+            }
+            if self.handed_out.load(Relaxed) as usize + RUN as usize > self.slots {
+                return None;
+            }
+            let start = self.handed_out.fetch_add(RUN, Relaxed);
+            if start as usize + RUN as usize > self.capacity() {
+                return None;
+            }
+            // The rest of the run, for this thread's next records (lost if
+            // a signal handler took a run meanwhile: it holds its own).
+            let rest = (u64::from(start + 1) << 32) | u64::from(start + RUN);
+            let _ = run.compare_exchange(packed, rest, Relaxed, Relaxed);
+            return Some(start);
+        }
+    }
+
+    fn single(&self) -> Option<u32> {
+        if self.handed_out.load(Relaxed) as usize >= self.capacity() {
+            return None;
+        }
+        let mine = self.handed_out.fetch_add(1, Relaxed);
+        ((mine as usize) < self.capacity()).then_some(mine)
+    }
+}
+
+/// Numbers for `slots` records: twice as many (see [`Numbers`]).
+fn numbers_for(slots: usize) -> usize {
+    2 * slots
+}
 /// Call-site slots per lock slot.
 const SITES_PER_LOCK: usize = 4;
 /// How far an insert probes before the table counts as full.
@@ -263,6 +357,9 @@ pub const INIT_SEEN: u32 = 2;
 #[repr(C, align(64))]
 pub struct LockRecord {
     pub key: AtomicUsize,
+    /// The record's number + 1 (0: not numbered yet), which indexes the
+    /// threads' counters of the lock (see [`Numbers`]).
+    number: AtomicU32,
     pub flags: AtomicU32,
     pub kind: AtomicU32,
     pub generation: AtomicU32,
@@ -298,18 +395,22 @@ impl<T> std::ops::Deref for Padded<T> {
 /// adds them up.
 #[repr(C)]
 pub struct SiteRecord {
-    /// The lock's index + 1; 0 = free.
+    /// The lock's number + 1; 0 = free.
     pub lock: AtomicU32,
+    /// As [`LockRecord`]'s: the site's number + 1, 0 until numbered.
+    number: AtomicU32,
     /// The return address once published; 0 until then.
     pub pc: AtomicUsize,
 }
+
+/// Waits by log2 of their cycles.
+pub type Histogram = [Counter; HIST_BINS];
 
 /// One thread's counters of one lock.
 #[repr(C, align(64))]
 pub struct ThreadLock {
     /// Index 0: exclusive (mutex, spin, rwlock write); 1: shared.
     pub sides: [SideCounters; 2],
-    pub hist: [Counter; HIST_BINS],
     /// This thread holds the lock exclusively (as far as it knows).
     pub holding: AtomicU32,
     /// Site record id of the current exclusive hold.
@@ -348,16 +449,21 @@ pub struct ThreadSite {
 }
 
 /// One thread's counters (reused by a later thread once it exits: the
-/// counts are sums, so they stay valid).
+/// counts are sums, so they stay valid), indexed by record number.
 pub struct ThreadBlock {
-    pub locks: &'static [ThreadLock],
-    pub sites: &'static [ThreadSite],
-    /// A bit per lock slot, set once the block has counted anything of
+    locks: &'static [ThreadLock],
+    /// The wait histograms of the locks, apart from the counters every
+    /// acquisition writes: only waits write them.
+    hists: &'static [Histogram],
+    sites: &'static [ThreadSite],
+    /// A bit per lock number, set once the block has counted anything of
     /// that lock: a report reads only those (it read every thread's entry
     /// of every lock, untouched pages included: 2,000 threads of 15,000
-    /// locks made a program's exit 17 s longer and its memory 270 MB
-    /// larger).
+    /// locks made a program's exit 17 s longer).
     used: &'static [AtomicU64],
+    /// The block's runs of lock and site numbers (see [`Numbers`]).
+    lock_run: AtomicU64,
+    site_run: AtomicU64,
     next: *const ThreadBlock,
     free: AtomicBool,
 }
@@ -369,10 +475,29 @@ unsafe impl Sync for ThreadBlock {}
 unsafe impl Send for ThreadBlock {}
 
 impl ThreadBlock {
-    /// This thread's counters of lock `index`.
+    fn new(lock_numbers: usize, site_numbers: usize) -> Option<ThreadBlock> {
+        Some(ThreadBlock {
+            locks: map_zeroed(lock_numbers)?,
+            hists: map_zeroed(lock_numbers)?,
+            sites: map_zeroed(site_numbers)?,
+            used: map_zeroed(lock_numbers.div_ceil(64))?,
+            lock_run: AtomicU64::new(0),
+            site_run: AtomicU64::new(0),
+            next: std::ptr::null(),
+            free: AtomicBool::new(false),
+        })
+    }
+
+    /// This thread's counters of lock `number`.
     #[inline(always)]
-    pub fn lock(&self, index: u32) -> &ThreadLock {
-        &self.locks[index as usize]
+    pub fn lock(&self, number: u32) -> &ThreadLock {
+        &self.locks[number as usize]
+    }
+
+    /// This thread's histogram of its waits for lock `number`.
+    #[inline(always)]
+    pub fn hist(&self, number: u32) -> &Histogram {
+        &self.hists[number as usize]
     }
 
     /// This thread's counters of the site with id `id` (0: none).
@@ -381,17 +506,31 @@ impl ThreadBlock {
         id.checked_sub(1).map(|i| &self.sites[i as usize])
     }
 
-    /// Notes that the block counts lock `index` (before its first count:
+    /// Notes that the block counts lock `number` (before its first count:
     /// a count is then never missed by [`Self::used_locks`]).
     #[inline]
-    pub fn note_used(&self, index: u32) {
-        let (word, bit) = (&self.used[index as usize / 64], 1u64 << (index % 64));
+    pub fn note_used(&self, number: u32) {
+        let (word, bit) = (&self.used[number as usize / 64], 1u64 << (number % 64));
         if word.load(Relaxed) & bit == 0 {
             word.fetch_or(bit, Release);
         }
     }
 
-    /// The locks the block has counted anything of, by index.
+    /// Bytes of the block's counters in memory (the pages it touched).
+    #[cfg(test)]
+    pub fn resident_bytes(&self) -> usize {
+        fn resident<T>(slice: &[T]) -> usize {
+            let bytes = std::mem::size_of_val(slice);
+            let mut pages = vec![0u8; bytes.div_ceil(4096)];
+            // SAFETY: the slice is a whole mapping of its own (page-aligned
+            // by `map_zeroed`); mincore writes one byte per page of it.
+            assert_eq!(unsafe { libc::mincore(slice.as_ptr() as *mut libc::c_void, bytes, pages.as_mut_ptr()) }, 0);
+            pages.iter().filter(|&&page| page & 1 != 0).count() * 4096
+        }
+        resident(self.locks) + resident(self.hists) + resident(self.sites) + resident(self.used)
+    }
+
+    /// The locks the block has counted anything of, by number.
     pub fn used_locks(&self) -> impl Iterator<Item = u32> + '_ {
         self.used.iter().enumerate().flat_map(|(w, word)| {
             let mut bits = word.load(Acquire);
@@ -429,6 +568,8 @@ pub struct HealthCounters {
 pub struct Tables {
     locks: &'static [LockRecord],
     sites: &'static [SiteRecord],
+    lock_numbers: Numbers,
+    site_numbers: Numbers,
     threads: AtomicPtr<ThreadBlock>,
     pub health: HealthCounters,
 }
@@ -505,6 +646,8 @@ impl Tables {
         Some(Tables {
             locks: map_zeroed(lock_slots)?,
             sites: map_zeroed(lock_slots * SITES_PER_LOCK)?,
+            lock_numbers: Numbers::new(lock_slots),
+            site_numbers: Numbers::new(lock_slots * SITES_PER_LOCK),
             threads: AtomicPtr::new(std::ptr::null_mut()),
             health: HealthCounters::default(),
         })
@@ -525,13 +668,7 @@ impl Tables {
         // Mapped, not allocated: a thread's first recorded operation can be
         // an allocator's own mutex call (jemalloc's, inside its
         // `posix_memalign`), where `malloc` is not to be called again.
-        let fresh = map_one(ThreadBlock {
-            locks: map_zeroed(self.locks.len())?,
-            sites: map_zeroed(self.sites.len())?,
-            used: map_zeroed(self.locks.len().div_ceil(64))?,
-            next: std::ptr::null(),
-            free: AtomicBool::new(false),
-        })?;
+        let fresh = map_one(ThreadBlock::new(numbers_for(self.locks.len()), numbers_for(self.sites.len()))?)?;
         let mut head = self.threads.load(Acquire);
         loop {
             fresh.next = head;
@@ -560,7 +697,8 @@ impl Tables {
 
     /// Address space a thread's counters take.
     pub fn thread_block_bytes(&self) -> usize {
-        self.locks.len() * std::mem::size_of::<ThreadLock>() + self.sites.len() * std::mem::size_of::<ThreadSite>()
+        numbers_for(self.locks.len()) * (std::mem::size_of::<ThreadLock>() + std::mem::size_of::<Histogram>())
+            + numbers_for(self.sites.len()) * std::mem::size_of::<ThreadSite>()
     }
 
     /// Capacity of the lock table.
@@ -573,33 +711,52 @@ impl Tables {
         self.sites.len()
     }
 
-    /// The live record of the lock at `address`; without one, the record
-    /// of a lock retired at this address that was first used at `site`
-    /// continues (see `live_or_revived`), or a new record is made, with
-    /// `kind` and `site` as its first use. `None` when no slot is left.
+    /// The live record of the lock at `address` and its number; without
+    /// one, the record of a lock retired at this address that was first
+    /// used at `site` continues (see `live_or_revived`), or a new record is
+    /// made, with `kind` and `site` as its first use. `None` when no slot
+    /// (or no number) is left.
+    /// A record the calling thread numbers takes its number from `block`'s
+    /// run, if it has a block.
     #[inline(always)]
-    pub fn lock(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
-        self.live_or_revived(address, kind, site, 0, true)
+    pub fn lock(&self, address: usize, kind: u32, site: usize, block: Option<&ThreadBlock>) -> Option<(u32, &LockRecord)> {
+        self.live_or_revived(address, kind, site, 0, true).and_then(|record| self.numbered(record, block, true))
     }
 
     /// As [`Self::lock`], for a wait that an acquisition (or a refusal)
     /// follows: a miss is counted there, once.
-    pub fn lock_for_wait(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
-        self.live_or_revived(address, kind, site, 0, false)
+    pub fn lock_for_wait(&self, address: usize, kind: u32, site: usize, block: Option<&ThreadBlock>) -> Option<(u32, &LockRecord)> {
+        self.live_or_revived(address, kind, site, 0, false).and_then(|record| self.numbered(record, block, false))
+    }
+
+    /// `record` with its number, numbering it if it has none yet; a miss
+    /// counted (if `count_miss`) when the numbers have run out.
+    #[inline(always)]
+    fn numbered<'a>(&self, record: &'a LockRecord, block: Option<&ThreadBlock>, count_miss: bool) -> Option<(u32, &'a LockRecord)> {
+        let number = record.number.load(Relaxed);
+        if number != 0 {
+            return Some((number - 1, record));
+        }
+        let number = self.lock_numbers.number(&record.number, block.map(|b| &b.lock_run));
+        if number.is_none() && count_miss {
+            self.health.lock_table_full.fetch_add(1, Relaxed);
+        }
+        Some((number?, record))
     }
 
     /// A lock of `kind` was initialised at `address` by call site `site`
     /// (the lock there before, if any, retired): its record, as for a
     /// first use, but continuing only a record that an initialisation at
-    /// `site` named.
-    pub fn initialised(&self, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
+    /// `site` named. (Not numbered here: the thread that first counts the
+    /// lock numbers it.)
+    pub fn initialised(&self, address: usize, kind: u32, site: usize) -> Option<&LockRecord> {
         // An initialisation without a slot is not an operation lost (the
         // unit is the acquisition): the lock's acquisitions are counted as
         // they miss.
-        let (index, record) = self.live_or_revived(address, kind, site, INIT_SEEN, false)?;
+        let record = self.live_or_revived(address, kind, site, INIT_SEEN, false)?;
         record.first_site.store(site, Relaxed);
         record.flags.fetch_or(INIT_SEEN, Relaxed);
-        Some((index, record))
+        Some(record)
     }
 
     /// The live record of `address`; else a retired record of it whose
@@ -614,7 +771,7 @@ impl Tables {
     /// another left 58,080 of 59,363 operations unrecorded, and the report
     /// had a row per lifetime.
     #[inline(always)]
-    fn live_or_revived(&self, address: usize, kind: u32, site: usize, named: u32, count_miss: bool) -> Option<(u32, &LockRecord)> {
+    fn live_or_revived(&self, address: usize, kind: u32, site: usize, named: u32, count_miss: bool) -> Option<&LockRecord> {
         'probe: loop {
             let mut slot = home(address as u64, self.locks.len());
             let mut generation = 0;
@@ -637,7 +794,7 @@ impl Tables {
                         flags = record.flags.fetch_or(RETIRED, Relaxed) | RETIRED;
                     }
                     if flags & RETIRED == 0 {
-                        return Some((slot as u32, record));
+                        return Some(record);
                     }
                     let same_origin = flags == RETIRED | named
                         && record.kind.load(Relaxed) == kind_stored(kind)
@@ -659,7 +816,7 @@ impl Tables {
                             if probe > 0 {
                                 self.health.lock_collisions.fetch_add(1, Relaxed);
                             }
-                            return Some((slot as u32, record));
+                            return Some(record);
                         }
                         Err(winner) if winner == address => continue,
                         Err(_) => {}
@@ -689,7 +846,7 @@ impl Tables {
             let record = &self.locks[candidate];
             if record.flags.compare_exchange(RETIRED | named, named, AcqRel, Relaxed).is_ok() {
                 record.later_lifetimes.fetch_add(1, Relaxed);
-                return Some((candidate as u32, record));
+                return Some(record);
             }
             continue 'probe;
         }
@@ -727,16 +884,35 @@ impl Tables {
                 return None;
             }
             if key == address && record.flags.load(Relaxed) & RETIRED == 0 {
-                return Some((slot as u32, record));
+                // Unnumbered: no thread has counted it yet.
+                return record.number.load(Relaxed).checked_sub(1).map(|number| (number, record));
             }
             slot = (slot + 1) & (self.locks.len() - 1);
         }
         None
     }
 
-    /// The record of call site `pc` of lock number `lock`; its index + 1.
+    /// The record of call site `pc` of lock number `lock`; its number + 1
+    /// (numbered as [`Self::lock`] numbers).
     #[inline(always)]
-    pub fn site(&self, lock: u32, pc: usize) -> Option<(u32, &SiteRecord)> {
+    pub fn site(&self, lock: u32, pc: usize, block: Option<&ThreadBlock>) -> Option<(u32, &SiteRecord)> {
+        let Some(record) = self.site_record(lock, pc) else {
+            self.health.site_table_full.fetch_add(1, Relaxed);
+            return None;
+        };
+        let number = match record.number.load(Relaxed) {
+            0 => self.site_numbers.number(&record.number, block.map(|b| &b.site_run)),
+            stored => Some(stored - 1),
+        };
+        let Some(number) = number else {
+            self.health.site_table_full.fetch_add(1, Relaxed);
+            return None;
+        };
+        Some((number + 1, record))
+    }
+
+    #[inline(always)]
+    fn site_record(&self, lock: u32, pc: usize) -> Option<&SiteRecord> {
         let tag = lock + 1;
         let mut slot = site_home(tag, pc, self.sites.len());
         for probe in 0..MAX_PROBE {
@@ -750,30 +926,33 @@ impl Tables {
                         if probe > 0 {
                             self.health.site_collisions.fetch_add(1, Relaxed);
                         }
-                        return Some((slot as u32 + 1, record));
+                        return Some(record);
                     }
                     Err(now) => owner = now,
                 }
             }
             if owner == tag && record.pc.load(Acquire) == pc {
-                return Some((slot as u32 + 1, record));
+                return Some(record);
             }
             slot = (slot + 1) & (self.sites.len() - 1);
         }
-        self.health.site_table_full.fetch_add(1, Relaxed);
         None
     }
 
-    /// Every lock record ever inserted, with its index.
+    /// Every lock record ever numbered (no thread counts the others), with
+    /// its number.
     pub fn all_locks(&self) -> impl Iterator<Item = (u32, &LockRecord)> {
-        self.locks.iter().enumerate().filter(|(_, r)| r.key.load(Acquire) != 0).map(|(i, r)| (i as u32, r))
+        self.locks.iter().filter_map(|r| {
+            let number = r.number.load(Relaxed);
+            (r.key.load(Acquire) != 0 && number != 0).then(|| (number - 1, r))
+        })
     }
 
-    /// Every site record: (lock index, return address, site id).
+    /// Every numbered site record: (lock number, return address, site id).
     pub fn all_sites(&self) -> impl Iterator<Item = (u32, usize, u32)> + '_ {
-        self.sites.iter().enumerate().filter_map(|(i, r)| {
-            let (lock, pc) = (r.lock.load(Acquire), r.pc.load(Acquire));
-            (lock != 0 && pc != 0).then(|| (lock - 1, pc, i as u32 + 1))
+        self.sites.iter().filter_map(|r| {
+            let (lock, pc, id) = (r.lock.load(Acquire), r.pc.load(Acquire), r.number.load(Relaxed));
+            (lock != 0 && pc != 0 && id != 0).then(|| (lock - 1, pc, id))
         })
     }
 }
@@ -782,14 +961,19 @@ impl Tables {
 mod tests {
     use super::*;
 
+    /// An initialisation, and the record's number as a first count gives it.
+    fn init(tables: &Tables, address: usize, kind: u32, site: usize) -> Option<(u32, &LockRecord)> {
+        tables.initialised(address, kind, site).and_then(|record| tables.numbered(record, None, false))
+    }
+
     #[test]
     fn a_retired_lock_gets_a_new_generation() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
-        let (first, record) = tables.lock(0x1000, 0, 7).unwrap();
+        let (first, record) = tables.lock(0x1000, 0, 7, None).unwrap();
         assert_eq!(record.generation.load(Relaxed), 0);
-        assert_eq!(tables.lock(0x1000, 0, 8).unwrap().0, first, "same lock, same record");
+        assert_eq!(tables.lock(0x1000, 0, 8, None).unwrap().0, first, "same lock, same record");
         record.flags.fetch_or(RETIRED, Relaxed);
-        let (second, record) = tables.lock(0x1000, 0, 9).unwrap();
+        let (second, record) = tables.lock(0x1000, 0, 9, None).unwrap();
         assert_ne!(second, first);
         assert_eq!(record.generation.load(Relaxed), 1);
         assert_eq!(record.first_site.load(Relaxed), 9);
@@ -800,29 +984,29 @@ mod tests {
     #[test]
     fn a_lock_initialised_again_by_the_same_site_continues_its_record() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
-        let (first, record) = tables.initialised(0x1000, 0, 7).unwrap();
+        let (first, record) = init(&tables, 0x1000, 0, 7).unwrap();
         assert_eq!(record.flags.load(Relaxed), INIT_SEEN);
         for lifetime in 1..=3 {
             record.flags.fetch_or(RETIRED, Relaxed);
-            assert_eq!(tables.initialised(0x1000, 0, 7).unwrap().0, first);
+            assert_eq!(init(&tables, 0x1000, 0, 7).unwrap().0, first);
             assert_eq!(record.later_lifetimes.load(Relaxed), lifetime);
             assert_eq!(tables.existing_lock(0x1000).unwrap().0, first, "live again");
         }
         // Another site, or another kind, makes another lock.
         record.flags.fetch_or(RETIRED, Relaxed);
-        let (other_site, other) = tables.initialised(0x1000, 0, 8).unwrap();
+        let (other_site, other) = init(&tables, 0x1000, 0, 8).unwrap();
         assert_ne!(other_site, first);
         assert_eq!((other.generation.load(Relaxed), other.later_lifetimes.load(Relaxed)), (1, 0));
         other.flags.fetch_or(RETIRED, Relaxed);
-        let (other_kind, other_kind_record) = tables.initialised(0x1000, 1, 7).unwrap();
+        let (other_kind, other_kind_record) = init(&tables, 0x1000, 1, 7).unwrap();
         assert_ne!(other_kind, first);
         // While a live record of the address and kind exists, it is the
         // record: no second live one.
-        assert_eq!(tables.initialised(0x1000, 1, 7).unwrap().0, other_kind);
+        assert_eq!(init(&tables, 0x1000, 1, 7).unwrap().0, other_kind);
         assert_eq!(record.flags.load(Relaxed) & RETIRED, RETIRED);
         // A lock of another kind at a live record's address is a new lock
         // in memory freed without a destroy call: the live record retires.
-        assert_eq!(tables.initialised(0x1000, 0, 7).unwrap().0, first, "the retired record of site 7 revives");
+        assert_eq!(init(&tables, 0x1000, 0, 7).unwrap().0, first, "the retired record of site 7 revives");
         assert_eq!(other_kind_record.flags.load(Relaxed) & RETIRED, RETIRED, "the other kind's record retired");
         assert_eq!(tables.health.locks_used.load(Relaxed), 3);
     }
@@ -830,19 +1014,19 @@ mod tests {
     #[test]
     fn a_lock_first_used_again_by_the_same_site_continues_its_record() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
-        let (first, record) = tables.lock(0x2000, 0, 5).unwrap();
+        let (first, record) = tables.lock(0x2000, 0, 5, None).unwrap();
         record.flags.fetch_or(RETIRED, Relaxed);
-        assert_eq!(tables.lock(0x2000, 0, 5).unwrap().0, first, "revived");
+        assert_eq!(tables.lock(0x2000, 0, 5, None).unwrap().0, first, "revived");
         assert_eq!(record.later_lifetimes.load(Relaxed), 1);
         // A record named by an init call is not revived by a first use.
         record.flags.fetch_or(RETIRED, Relaxed);
-        let (named, named_record) = tables.initialised(0x2000, 0, 5).unwrap();
+        let (named, named_record) = init(&tables, 0x2000, 0, 5).unwrap();
         assert_ne!(named, first);
         named_record.flags.fetch_or(RETIRED, Relaxed);
         // With a live record of the address further on, a lookup finds it
         // and revives nothing: one live record per address.
-        let (live, _) = tables.lock(0x2000, 0, 6).unwrap();
-        assert_eq!(tables.lock(0x2000, 0, 5).unwrap().0, live);
+        let (live, _) = tables.lock(0x2000, 0, 6, None).unwrap();
+        assert_eq!(tables.lock(0x2000, 0, 5, None).unwrap().0, live);
         assert_eq!(record.flags.load(Relaxed) & RETIRED, RETIRED);
         assert_eq!(record.later_lifetimes.load(Relaxed), 1);
     }
@@ -852,10 +1036,10 @@ mod tests {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
         // Each lifetime first used by another line: nothing to revive.
         for site in 0..MAX_PROBE {
-            let (_, record) = tables.lock(0x3000, 0, site).unwrap();
+            let (_, record) = tables.lock(0x3000, 0, site, None).unwrap();
             record.flags.fetch_or(RETIRED, Relaxed);
         }
-        assert!(tables.lock(0x3000, 0, 10_000).is_none());
+        assert!(tables.lock(0x3000, 0, 10_000, None).is_none());
         assert_eq!(tables.health.address_crowded.load(Relaxed), 1);
         assert_eq!(tables.health.lock_table_full.load(Relaxed), 0);
     }
@@ -864,7 +1048,7 @@ mod tests {
     fn a_retirement_retires_every_live_record_of_the_address() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
         for site in [1, 2] {
-            tables.lock(0x5000, 0, site).unwrap().1.flags.fetch_or(RETIRED, Relaxed);
+            tables.lock(0x5000, 0, site, None).unwrap().1.flags.fetch_or(RETIRED, Relaxed);
         }
         // As after two first uses that raced, each reviving its line's record.
         for (_, record) in tables.all_locks() {
@@ -872,7 +1056,7 @@ mod tests {
         }
         tables.retire(0x5000);
         assert!(tables.existing_lock(0x5000).is_none(), "no live record left");
-        let (_, fresh) = tables.lock(0x5000, 0, 3).unwrap();
+        let (_, fresh) = tables.lock(0x5000, 0, 3, None).unwrap();
         assert_eq!(fresh.generation.load(Relaxed), 2);
     }
 
@@ -880,14 +1064,14 @@ mod tests {
     fn the_capacity_is_the_asked_power_of_two_and_a_full_table_counts_what_it_missed() {
         let tables = Tables::new(100).unwrap();
         assert_eq!((tables.lock_slots(), tables.site_slots()), (128, 512));
-        let inserted = (0..200usize).filter(|i| tables.lock(0x10000 + 64 * i, 0, 1).is_some()).count();
+        let inserted = (0..200usize).filter(|i| tables.lock(0x10000 + 64 * i, 0, 1, None).is_some()).count();
         assert_eq!(inserted, 128);
         assert_eq!(tables.health.lock_table_full.load(Relaxed), 72);
         // Initialisations that find no slot are not counted: only the
         // acquisitions that then miss.
-        assert!(tables.initialised(0x90000, 0, 1).is_none());
+        assert!(init(&tables, 0x90000, 0, 1).is_none());
         assert_eq!(tables.health.lock_table_full.load(Relaxed), 72);
-        assert!(tables.lock(0x90000, 0, 1).is_none());
+        assert!(tables.lock(0x90000, 0, 1, None).is_none());
         assert_eq!(tables.health.lock_table_full.load(Relaxed), 73);
         assert_eq!(Tables::new(0).unwrap().lock_slots(), 64);
         assert_eq!(Tables::new(usize::MAX).unwrap().lock_slots(), MAX_MAX_LOCKS);
@@ -897,7 +1081,7 @@ mod tests {
     fn sites_of_many_locks_taken_at_one_call_spread_over_the_table() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
         for lock in 0..10_000 {
-            tables.site(lock, 0x4005d0).unwrap();
+            tables.site(lock, 0x4005d0, None).unwrap();
         }
         let probed = tables.health.site_collisions.load(Relaxed);
         // At 15% load, random homes make about 8% of inserts probe; with
@@ -908,11 +1092,11 @@ mod tests {
     #[test]
     fn locks_far_apart_keep_their_own_sites() {
         let tables = Tables::new(MAX_MAX_LOCKS).unwrap();
-        let near = tables.site(1, 0x4005d0).unwrap().0;
-        let far = tables.site(1 + (1 << 16), 0x4005d0).unwrap().0;
+        let near = tables.site(1, 0x4005d0, None).unwrap().0;
+        let far = tables.site(1 + (1 << 16), 0x4005d0, None).unwrap().0;
         assert_ne!(near, far, "locks 65,536 apart at one call");
         let last = (MAX_MAX_LOCKS - 1) as u32;
-        tables.site(last, 0x4005d0).unwrap();
+        tables.site(last, 0x4005d0, None).unwrap();
         let mut sites: Vec<_> = tables.all_sites().map(|(lock, pc, _)| (lock, pc)).collect();
         sites.sort();
         assert_eq!(sites, [(1, 0x4005d0), (1 + (1 << 16), 0x4005d0), (last, 0x4005d0)]);
@@ -924,7 +1108,7 @@ mod tests {
         for lock in 0..50 {
             std::thread::scope(|s| {
                 for _ in 0..4 {
-                    s.spawn(|| tables.site(lock, 0x4005d0).unwrap());
+                    s.spawn(|| tables.site(lock, 0x4005d0, None).unwrap());
                 }
             });
         }
@@ -935,7 +1119,7 @@ mod tests {
         assert!(sites.iter().all(|&(lock, pc, _)| lock < 50 && pc == 0x4005d0));
         // Once published, lookups agree.
         for lock in 0..50 {
-            assert_eq!(tables.site(lock, 0x4005d0).unwrap().0, tables.site(lock, 0x4005d0).unwrap().0);
+            assert_eq!(tables.site(lock, 0x4005d0, None).unwrap().0, tables.site(lock, 0x4005d0, None).unwrap().0);
         }
     }
 
@@ -947,16 +1131,16 @@ mod tests {
         // from the same place: it must not wait for itself.
         let home = site_home(1, 0x4005d0, tables.site_slots());
         tables.sites[home].lock.store(1, Relaxed);
-        let (id, _) = tables.site(0, 0x4005d0).unwrap();
-        assert_ne!(id as usize, home + 1);
+        let (_, record) = tables.site(0, 0x4005d0, None).unwrap();
+        assert!(!std::ptr::eq(record, &tables.sites[home]));
     }
 
     #[test]
     fn sites_are_per_lock_and_address() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
-        let a = tables.site(1, 0x4000).unwrap().0;
-        assert_eq!(tables.site(1, 0x4000).unwrap().0, a);
-        assert_ne!(tables.site(2, 0x4000).unwrap().0, a);
+        let a = tables.site(1, 0x4000, None).unwrap().0;
+        assert_eq!(tables.site(1, 0x4000, None).unwrap().0, a);
+        assert_ne!(tables.site(2, 0x4000, None).unwrap().0, a);
         let sites: Vec<_> = tables.all_sites().map(|(lock, pc, _)| (lock, pc)).collect();
         assert!(sites.contains(&(1, 0x4000)) && sites.contains(&(2, 0x4000)));
     }
@@ -1053,6 +1237,54 @@ mod tests {
         assert_eq!(WaiterClock::delay(at_start, base + 10 * u, at_end, base + 110 * u), 5 * 100 * u);
     }
 
+    /// A thread's locks get numbers side by side, however the threads'
+    /// first counts interleave.
+    #[test]
+    fn each_block_numbers_its_locks_and_sites_side_by_side() {
+        let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
+        let blocks = [tables.claim_block().unwrap(), tables.claim_block().unwrap()];
+        let mut numbers = [Vec::new(), Vec::new()];
+        let mut sites = [Vec::new(), Vec::new()];
+        for i in 0..20 {
+            for (b, block) in blocks.iter().enumerate() {
+                let (number, _) = tables.lock(0x10_0000 * (b + 1) + 64 * i, 0, 7, Some(block)).unwrap();
+                numbers[b].push(number);
+                sites[b].push(tables.site(number, 0x4005d0, Some(block)).unwrap().0);
+            }
+        }
+        for list in numbers.iter().chain(&sites) {
+            // Runs of RUN numbers, each run side by side.
+            for run in list.chunks(RUN as usize) {
+                assert!(run.windows(2).all(|w| w[1] == w[0] + 1), "{list:?}");
+            }
+        }
+        // Found again, a record keeps its number, whoever asks.
+        let (again, _) = tables.lock(0x10_0000, 0, 7, Some(blocks[1])).unwrap();
+        assert_eq!(again, numbers[0][0]);
+    }
+
+    /// Runs a thread leaves unfinished cannot leave a record without a
+    /// number: past the runs' budget, numbers go one at a time.
+    #[test]
+    fn every_record_of_a_full_table_gets_a_number() {
+        let tables = Tables::new(64).unwrap();
+        let mut numbers: Vec<u32> = (0..64)
+            .map(|i| {
+                // Each lock counted first by a thread of its own, which
+                // takes a run and uses one number of it.
+                let block = tables.claim_block().unwrap();
+                tables.lock(0x2_0000 + 64 * i, 0, 1, Some(block)).unwrap().0
+            })
+            .collect();
+        assert_eq!(tables.health.locks_used.load(Relaxed), 64);
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), 64, "one number each");
+        assert!(numbers.iter().all(|&n| (n as usize) < numbers_for(64)));
+        // The runs stopped at the budget: 8 runs, then one at a time.
+        assert_eq!(numbers.iter().filter(|&&n| n < 64).count(), 8);
+    }
+
     #[test]
     fn blocks_of_finished_threads_are_reused() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
@@ -1068,7 +1300,7 @@ mod tests {
     fn concurrent_inserts_of_one_address_agree() {
         let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
         let slots: Vec<u32> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| tables.lock(0xdead0, 0, 1).unwrap().0)).collect();
+            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| tables.lock(0xdead0, 0, 1, None).unwrap().0)).collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(slots.windows(2).all(|w| w[0] == w[1]), "{slots:?}");
