@@ -251,32 +251,65 @@ fn an_unloaded_librarys_locks_keep_their_names() {
         "plugin",
         true,
     );
+    // Initialises its lock and never takes it.
+    let idle = build(
+        "#include <pthread.h>\npthread_mutex_t idle_lock;\nvoid idle_work(void) { pthread_mutex_init(&idle_lock, 0); }\n",
+        "idle",
+        true,
+    );
     let other = build(
         "#include <pthread.h>\npthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;\n\
          void other_work(void) { for (int i = 0; i < 3; i++) { pthread_mutex_lock(&other_lock); pthread_mutex_unlock(&other_lock); } }\n",
         "other",
         true,
     );
+    // Then a child of fork takes the program's own lock.
     let main = build(
-        "#include <dlfcn.h>\n#include <stdlib.h>\n\
+        "#include <dlfcn.h>\n#include <pthread.h>\n#include <stdlib.h>\n#include <sys/wait.h>\n#include <unistd.h>\n\
+         pthread_mutex_t main_lock = PTHREAD_MUTEX_INITIALIZER;\n\
          static void run(const char *lib, const char *fn) {\n\
            void *h = dlopen(lib, RTLD_NOW); if (!h) abort();\n\
            void (*work)(void) = (void (*)(void))dlsym(h, fn); if (!work) abort();\n\
            work(); dlclose(h);\n\
          }\n\
-         int main(int argc, char **argv) { (void)argc; run(argv[1], \"plugin_work\"); run(argv[2], \"other_work\"); return 0; }\n",
+         int main(int argc, char **argv) {\n\
+           (void)argc; run(argv[1], \"plugin_work\"); run(argv[2], \"idle_work\"); run(argv[3], \"other_work\");\n\
+           pid_t child = fork();\n\
+           if (child == 0) { for (int i = 0; i < 4; i++) { pthread_mutex_lock(&main_lock); pthread_mutex_unlock(&main_lock); } return 0; }\n\
+           waitpid(child, 0, 0); return 0;\n\
+         }\n",
         "unload_main",
         false,
     );
     let file = dir.join("profile.json");
-    let output = lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(&main).arg(&plugin).arg(&other).output().unwrap();
+    let output =
+        lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(&main).arg(&plugin).arg(&idle).arg(&other).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let profile = Profile::load(&file).unwrap();
     let names: Vec<(&str, u64)> = profile.locks.iter().map(|l| (l.name.as_str(), l.counters.acquisitions)).collect();
     assert!(names.contains(&("plugin_lock", 10)), "{names:?}");
+    assert!(names.contains(&("idle_lock", 0)), "{names:?}");
     assert!(names.contains(&("other_lock", 3)), "{names:?}");
     let plugin_lock = lock(&profile, "plugin_lock");
     assert!(plugin_lock.sites.iter().all(|s| s.site.starts_with("plugin_work+0x")), "{:?}", plugin_lock.sites);
+    // Loaded where the idle library was, the other library's lock is a
+    // lock of its own: the idle one retired as its library went, though
+    // no thread ever counted it (it continued that record, generation 1).
+    let (idle_lock, other_lock) = (lock(&profile, "idle_lock"), lock(&profile, "other_lock"));
+    if idle_lock.address == other_lock.address {
+        assert!(other_lock.generation > idle_lock.generation, "{} {}", other_lock.generation, idle_lock.generation);
+    }
+    // The child numbers its locks afresh: none reads as the parent's
+    // unloaded plugin's (its first lock, main_lock, did).
+    let children: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path != &file && path.file_name().unwrap().to_string_lossy().starts_with("profile."))
+        .collect();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let child = Profile::load(&children[0]).unwrap();
+    let names: Vec<(&str, u64)> = child.locks.iter().map(|l| (l.name.as_str(), l.counters.acquisitions)).collect();
+    assert!(names.contains(&("main_lock", 4)), "{names:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

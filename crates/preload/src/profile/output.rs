@@ -1136,8 +1136,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         stacks_of.entry(lock).or_default().push(StackProfile { frames, contended, wait_ns: units.ns(wait) });
     }
     // Names of what unloaded objects held, resolved as they went.
-    let (unloaded_locks, unloaded_code) =
-        super::unloaded::with_names(|names| names.map_or_else(Default::default, |n| (n.locks.clone(), n.code.clone())));
+    let (unloaded_locks, unloaded_code) = super::unloaded::names(profiler);
     let mut code_names: HashMap<usize, super::symbols::CodeSite> = unloaded_code;
     let mut code = |pc: usize| code_names.entry(pc).or_insert_with(|| symbols.code(pc)).clone();
     let mut locks = Vec::new();
@@ -1195,7 +1194,7 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         }
         events += total.acquisitions + total.reject + total.timeout;
         let first = record.first_site.load(Relaxed);
-        let name = unloaded_locks.get(&index).cloned().or_else(|| symbols.data(address)).unwrap_or_else(|| {
+        let name = unloaded_locks.get(&tables.slot_of(record)).cloned().or_else(|| symbols.data(address)).unwrap_or_else(|| {
             let site = code(first);
             let origin = if record.flags.load(Relaxed) & table::INIT_SEEN != 0 { "" } else { " (first use)" };
             let line = match (&site.file, site.line) {

@@ -30,7 +30,11 @@ pub const MAX_MAX_LOCKS: usize = 1 << 20;
 /// while the runs have taken no more numbers than there are slots, and
 /// one at a time after that: as many numbers again as slots, so that runs
 /// left unfinished (a thread that ends, having numbered one lock) cannot
-/// leave records without numbers.
+/// leave records without numbers. A number a thread took for a record that
+/// another thread numbered first goes back to its run (lost, two threads
+/// racing to number the shared locks of a nearly full table left 13 of 64
+/// records without a number); only a signal handler that takes from the
+/// run in between loses one.
 struct Numbers {
     handed_out: AtomicU32,
     slots: usize,
@@ -65,8 +69,28 @@ impl Numbers {
         };
         match cell.compare_exchange(0, mine + 1, Relaxed, Relaxed) {
             Ok(_) => Some(mine),
-            Err(theirs) => Some(theirs - 1),
+            Err(theirs) => {
+                if let Some(run) = run {
+                    Self::give_back(run, mine);
+                }
+                Some(theirs - 1)
+            }
         }
+    }
+
+    /// `number`, just taken from `run` (or, the run empty, one at a time),
+    /// is unused: it becomes the run's next again.
+    fn give_back(run: &AtomicU64, number: u32) {
+        let packed = run.load(Relaxed);
+        let (next, end) = ((packed >> 32) as u32, packed as u32);
+        let returned = if next == number + 1 && next <= end {
+            (u64::from(number) << 32) | u64::from(end)
+        } else if next >= end {
+            (u64::from(number) << 32) | u64::from(number + 1)
+        } else {
+            return;
+        };
+        let _ = run.compare_exchange(packed, returned, Relaxed, Relaxed);
     }
 
     /// The next number of `run` (next in the high half, end in the low),
@@ -83,13 +107,11 @@ impl Numbers {
                 }
                 continue;
             }
-            if self.handed_out.load(Relaxed) as usize + RUN as usize > self.slots {
-                return None;
-            }
-            let start = self.handed_out.fetch_add(RUN, Relaxed);
-            if start as usize + RUN as usize > self.capacity() {
-                return None;
-            }
+            // Never past the budget, even by threads taking runs at once.
+            let start = self
+                .handed_out
+                .fetch_update(Relaxed, Relaxed, |taken| (taken as usize + RUN as usize <= self.slots).then_some(taken + RUN))
+                .ok()?;
             // The rest of the run, for this thread's next records (lost if
             // a signal handler took a run meanwhile: it holds its own).
             let rest = (u64::from(start + 1) << 32) | u64::from(start + RUN);
@@ -373,6 +395,10 @@ pub struct LockRecord {
     /// reads the identity above.
     pub clock: Padded<WaiterClock>,
 }
+
+/// The number [`Tables::all_locks`] gives a record no thread has counted:
+/// no thread block, site or stack has it.
+pub const UNCOUNTED: u32 = u32::MAX;
 
 /// A value alone on its cache line.
 #[repr(align(64))]
@@ -939,13 +965,16 @@ impl Tables {
         None
     }
 
-    /// Every lock record ever numbered (no thread counts the others), with
-    /// its number.
+    /// The slot of `record`, one of this table's: a record's place for as
+    /// long as the table lives, numbered or not.
+    pub fn slot_of(&self, record: &LockRecord) -> u32 {
+        ((record as *const LockRecord as usize - self.locks.as_ptr() as usize) / std::mem::size_of::<LockRecord>()) as u32
+    }
+
+    /// Every lock record ever inserted, with its number, [`UNCOUNTED`] for
+    /// one no thread has counted (initialised, never taken).
     pub fn all_locks(&self) -> impl Iterator<Item = (u32, &LockRecord)> {
-        self.locks.iter().filter_map(|r| {
-            let number = r.number.load(Relaxed);
-            (r.key.load(Acquire) != 0 && number != 0).then(|| (number - 1, r))
-        })
+        self.locks.iter().filter(|r| r.key.load(Acquire) != 0).map(|r| (r.number.load(Relaxed).checked_sub(1).unwrap_or(UNCOUNTED), r))
     }
 
     /// Every numbered site record: (lock number, return address, site id).
@@ -1261,6 +1290,48 @@ mod tests {
         // Found again, a record keeps its number, whoever asks.
         let (again, _) = tables.lock(0x10_0000, 0, 7, Some(blocks[1])).unwrap();
         assert_eq!(again, numbers[0][0]);
+        for list in [numbers.concat(), sites.concat()] {
+            let mut distinct = list.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), list.len(), "each record a number of its own: {list:?}");
+        }
+    }
+
+    /// Two threads first counting the same locks at the same moment, past
+    /// the runs' budget: the one that loses a record's numbering keeps its
+    /// number for its next (each lost one, 13 of 64 records of a table
+    /// with room left went without a number, their operations counted as
+    /// a full table's).
+    #[test]
+    fn racing_first_counts_leave_no_record_unnumbered() {
+        use std::sync::atomic::AtomicUsize;
+        for _ in 0..200 {
+            let tables = Tables::new(64).unwrap();
+            // The runs' budget spent: 8 blocks, one lock each.
+            for i in 0..8 {
+                let block = tables.claim_block().unwrap();
+                tables.lock(0x2_0000 + 64 * i, 0, 1, Some(block)).unwrap();
+            }
+            let arrived = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        let block = tables.claim_block().unwrap();
+                        for (round, i) in (8..64usize).enumerate() {
+                            // In step: both first count lock i together.
+                            arrived.fetch_add(1, SeqCst);
+                            while arrived.load(SeqCst) < 2 * (round + 1) {
+                                std::hint::spin_loop();
+                            }
+                            tables.lock(0x2_0000 + 64 * i, 0, 1, Some(block)).unwrap();
+                        }
+                    });
+                }
+            });
+            assert_eq!(tables.health.lock_table_full.load(Relaxed), 0);
+            assert!(tables.all_locks().all(|(number, _)| number != UNCOUNTED));
+        }
     }
 
     /// Runs a thread leaves unfinished cannot leave a record without a

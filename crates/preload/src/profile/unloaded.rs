@@ -14,7 +14,12 @@ use std::sync::Mutex;
 /// The names kept, once an object was unloaded.
 #[derive(Default)]
 pub struct Names {
-    /// Lock record index -> the variable's name.
+    /// The profiler whose lock numbers `locks` holds (a child of `fork`
+    /// numbers its locks afresh: its first lock read as the parent's
+    /// unloaded plugin's).
+    epoch: u64,
+    /// Lock record slot -> the variable's name (by slot, not number: a
+    /// lock initialised and never taken has no number, and is named too).
     pub locks: HashMap<u32, String>,
     /// Return address -> the call site.
     pub code: HashMap<usize, CodeSite>,
@@ -52,7 +57,7 @@ pub fn closing(profiler: &Profiler, handle: *mut libc::c_void, close: impl FnOnc
     let locks: Vec<(u32, usize)> = tables
         .all_locks()
         .filter(|(_, record)| record.flags.load(Relaxed) & super::table::RETIRED == 0)
-        .map(|(index, record)| (index, record.key.load(Relaxed)))
+        .map(|(_, record)| (tables.slot_of(record), record.key.load(Relaxed)))
         .filter(|&(_, key)| symbols.in_object_at(bias, key))
         .collect();
     let firsts = tables.all_locks().map(|(_, record)| record.first_site.load(Relaxed));
@@ -60,9 +65,13 @@ pub fn closing(profiler: &Profiler, handle: *mut libc::c_void, close: impl FnOnc
     {
         let mut names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let names = names.get_or_insert_with(Names::default);
-        for &(index, key) in &locks {
+        if names.epoch != profiler.epoch {
+            names.locks.clear();
+            names.epoch = profiler.epoch;
+        }
+        for &(slot, key) in &locks {
             if let Some(name) = symbols.data(key) {
-                names.locks.entry(index).or_insert(name);
+                names.locks.entry(slot).or_insert(name);
             }
         }
         for pc in pcs {
@@ -78,8 +87,13 @@ pub fn closing(profiler: &Profiler, handle: *mut libc::c_void, close: impl FnOnc
     closed
 }
 
-/// The names kept (see [`closing`]), taken for a profile being written.
-pub fn with_names<T>(f: impl FnOnce(Option<&Names>) -> T) -> T {
+/// The names kept (see [`closing`]): the locks' that `profiler` numbered,
+/// and the call sites'.
+pub fn names(profiler: &Profiler) -> (HashMap<u32, String>, HashMap<usize, CodeSite>) {
     let names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    f(names.as_ref())
+    match names.as_ref() {
+        Some(names) if names.epoch == profiler.epoch => (names.locks.clone(), names.code.clone()),
+        Some(names) => (HashMap::new(), names.code.clone()),
+        None => Default::default(),
+    }
 }
