@@ -1,7 +1,9 @@
 /* lockmeter: lock algorithms for C programs.
  *
  * Link with -llockmeter (liblockmeter.so, built by `cargo build --release`
- * into target/release/). Every function returns 0 or an errno value, like
+ * into target/release/; it has no SONAME and is not installed, so give the
+ * loader its directory: cc prog.c -Iinclude -Ltarget/release -llockmeter
+ * -Wl,-rpath,$PWD/target/release). Every function returns 0 or an errno value, like
  * the pthread functions it mirrors. Storage has the size of the pthread
  * type it replaces, and an all-zero object (the *_INITIALIZER macros) is a
  * valid unlocked `adaptive` mutex / an idle condition variable.
@@ -60,7 +62,9 @@ int lm_mutex_lock(lm_mutex_t *m);
  * waited too long is owed the lock (its bound on starvation). */
 int lm_mutex_trylock(lm_mutex_t *m);
 /* Absolute CLOCK_REALTIME deadline, as pthread_mutex_timedlock.
- * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9).
+ * ETIMEDOUT when it passes; EINVAL for a tv_nsec outside [0, 1e9) when
+ * the mutex is held (a free one is taken without reading the deadline, as
+ * glibc's is).
  * A "ticket" or "mcs" waiter that runs out of time leaves its place in
  * line to the unlock that reaches it, which passes the lock on. */
 int lm_mutex_timedlock(lm_mutex_t *m, const struct timespec *abstime);
@@ -83,8 +87,8 @@ int lm_cond_timedwait(lm_cond_t *c, lm_mutex_t *m, const struct timespec *abstim
 int lm_cond_signal(lm_cond_t *c);
 int lm_cond_broadcast(lm_cond_t *c);
 /* Waits for threads a signal or broadcast woke to leave (destroying right
- * after a broadcast is allowed); EBUSY if a thread still waits after a
- * second (one blocked, not woken). */
+ * after a broadcast is allowed), sleeping between looks; EBUSY if a
+ * thread still waits after a second (one blocked, not woken). */
 int lm_cond_destroy(lm_cond_t *c);
 
 /* The number of algorithms, and the name of algorithm i (NULL past the end). */

@@ -12,9 +12,13 @@
 //! of the two always sees the other. Spurious wake-ups are possible, as
 //! POSIX allows; `notify_all` wakes every waiter (they then queue on the
 //! mutex by its own algorithm).
+//!
+//! One condvar may be waited on with different mutexes; nothing checks it
+//! (parking_lot's panics): a notify wakes waiters of either, as a POSIX
+//! condvar's would, and each goes back to its own mutex.
 
 use crate::sync::{futex_wait, futex_wake, AtomicU32, Ordering, WaitOutcome};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A condition variable for any raw mutex.
 #[repr(C)]
@@ -117,6 +121,31 @@ impl Condvar {
     ) -> WaitResult {
         // SAFETY: as in `wait`.
         unsafe { self.wait_raw(lock_api::MutexGuard::mutex(guard).raw(), Some(deadline)) }
+    }
+
+    /// Like [`Condvar::wait`], giving up after `timeout` (a timeout too
+    /// long to be a deadline waits for ever).
+    pub fn wait_for<M: lock_api::RawMutex, T: ?Sized>(&self, guard: &mut lock_api::MutexGuard<'_, M, T>, timeout: Duration) -> WaitResult {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.wait_until(guard, deadline),
+            None => {
+                self.wait(guard);
+                WaitResult::Notified
+            }
+        }
+    }
+
+    /// Waits while `condition` holds of the guarded value: checked first
+    /// and after every wake-up (spurious ones included), so it returns with
+    /// the mutex held and `condition` false.
+    pub fn wait_while<M: lock_api::RawMutex, T: ?Sized>(
+        &self,
+        guard: &mut lock_api::MutexGuard<'_, M, T>,
+        mut condition: impl FnMut(&mut T) -> bool,
+    ) {
+        while condition(&mut **guard) {
+            self.wait(guard);
+        }
     }
 
     /// Wakes one waiter, if any.

@@ -15,7 +15,23 @@
 //! | `spin`      | [`RawSpin`]       | test-and-test-and-set with exponential backoff, never sleeps |
 //!
 //! Every lock takes a statistics recorder as a type parameter
-//! ([`record::Recorder`]); the default [`NoStats`] compiles to nothing.
+//! ([`record::Recorder`]); the default [`NoStats`] compiles to nothing (the
+//! aliases such as [`AdaptiveMutex`] use it). With a recorder, name the raw
+//! type's parameter (`lock_api::Mutex<RawAdaptive<LockStats>, T>`, with
+//! lockmeter-stats' `LockStats`, which counts every column of lockmeter's
+//! report), and read it with [`recorder_of`].
+//!
+//! The types are `lock_api` 0.4's, re-exported as [`lock_api`] so that a
+//! program need not name a version of its own. As with parking_lot's:
+//! - locking a mutex twice in one thread deadlocks (no lock here is
+//!   recursive; `pi` polls for ever rather than sleeps);
+//! - a panic in a critical section releases the mutex as the guard drops,
+//!   and nothing is poisoned;
+//! - a guard may move to another thread ([`lock_api::GuardSend`]) only for
+//!   `futex`, `ticket` and `spin`: the others keep the owner's thread id
+//!   (to spin while it runs, for priority inheritance, or for a queue node
+//!   of the owner's), so their guards stay on the thread that locked.
+//!
 //! Every lock's state fits in a `pthread_mutex_t` (40 bytes) and is valid
 //! when all-zero, and the condvar's fits in a `pthread_cond_t` (48 bytes).
 //!
@@ -30,9 +46,12 @@
 
 #![warn(missing_docs)]
 
+pub use lock_api;
+
 mod sync;
 
 pub mod adaptive;
+#[doc(hidden)]
 pub mod busted;
 pub mod clock;
 pub mod condvar;
@@ -55,6 +74,9 @@ mod algorithm;
 mod any;
 
 pub use adaptive::RawAdaptive;
+/// A lock that is wrong on purpose, for `lockmeter torture` to prove it
+/// catches one: not for use.
+#[doc(hidden)]
 pub use busted::RawBusted;
 pub use condvar::{Condvar, WaitResult};
 pub use futex_mutex::RawFutex;
@@ -96,3 +118,59 @@ pub use algorithm::{Algorithm, UnknownAlgorithm};
 pub use any::AnyMutex;
 #[cfg(not(loom))]
 pub use pi::RawPi;
+
+/// A raw lock that records into a statistics recorder.
+pub trait Recorded {
+    /// The recorder's type.
+    type Recorder: Recorder;
+    /// The lock's recorder.
+    fn recorder(&self) -> &Self::Recorder;
+}
+
+macro_rules! recorded {
+    ($($raw:ident),*) => {
+        $(impl<R: Recorder> Recorded for $raw<R> {
+            type Recorder = R;
+            fn recorder(&self) -> &R {
+                $raw::recorder(self)
+            }
+        })*
+    };
+}
+recorded!(RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawSpin, RawTicket);
+#[cfg(not(loom))]
+recorded!(RawPi);
+
+/// The statistics recorder of `mutex`'s lock, read while the mutex is in
+/// use (lockmeter-stats' `LockStats` is the recorder of lockmeter's
+/// report; a recorder of one's own is as easy):
+///
+/// ```
+/// use lockmeter_locks::{lock_api, recorder_of, AcquireKind, RawAdaptive, Recorder};
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+///
+/// /// Counts acquisitions.
+/// struct Acquisitions(AtomicU64);
+///
+/// impl Recorder for Acquisitions {
+///     const INIT: Self = Acquisitions(AtomicU64::new(0));
+///     const ENABLED: bool = false;
+///     fn acquired(&self, _: AcquireKind, _: u64) {
+///         self.0.fetch_add(1, Relaxed);
+///     }
+///     fn rejected(&self) {}
+///     fn timed_out(&self, _: u64) {}
+///     fn releasing(&self) {}
+/// }
+///
+/// let counter = lock_api::Mutex::<RawAdaptive<Acquisitions>, u64>::new(0);
+/// *counter.lock() += 1;
+/// *counter.lock() += 1;
+/// assert_eq!(recorder_of(&counter).0.load(Relaxed), 2);
+/// ```
+pub fn recorder_of<Raw: lock_api::RawMutex + Recorded, T: ?Sized>(mutex: &lock_api::Mutex<Raw, T>) -> &Raw::Recorder {
+    // SAFETY: `raw` is unsafe because locking or unlocking through it
+    // would break the guards' account of the mutex; the recorder is only
+    // read, and its counters are atomics any thread may read.
+    unsafe { mutex.raw() }.recorder()
+}

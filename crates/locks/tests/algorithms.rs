@@ -227,6 +227,38 @@ algorithm_tests!(mcs, RawMcs, timed = false);
 algorithm_tests!(spin, RawSpin, timed = true);
 algorithm_tests!(any_default_adaptive, AnyMutex, timed = false);
 
+/// `wait_for` gives up after its timeout, and waits for a notification
+/// when the timeout is too long for a deadline; `wait_while` returns with
+/// the condition false, through notifications that leave it true.
+#[test]
+fn condvar_wait_for_and_wait_while() {
+    let mutex = Arc::new(lockmeter_locks::AdaptiveMutex::new(0u32));
+    let cv = Arc::new(Condvar::new());
+    let mut guard = mutex.lock();
+    let t = Instant::now();
+    assert_eq!(cv.wait_for(&mut guard, Duration::from_millis(30)), WaitResult::TimedOut);
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    drop(guard);
+    let producer = {
+        let (mutex, cv) = (mutex.clone(), cv.clone());
+        std::thread::spawn(move || {
+            for _ in 0..4 {
+                std::thread::sleep(Duration::from_millis(10));
+                *mutex.lock() += 1;
+                cv.notify_all();
+            }
+        })
+    };
+    let mut guard = mutex.lock();
+    cv.wait_while(&mut guard, |count| *count < 3);
+    assert!(*guard >= 3);
+    while *guard < 4 {
+        assert_eq!(cv.wait_for(&mut guard, Duration::MAX), WaitResult::Notified);
+    }
+    drop(guard);
+    producer.join().unwrap();
+}
+
 /// Every algorithm through the run-time-chosen `AnyMutex`, including the
 /// polling timed lock of `ticket` and `mcs`.
 #[test]

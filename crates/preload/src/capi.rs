@@ -241,13 +241,22 @@ pub unsafe extern "C" fn lm_cond_destroy(c: *mut LmCond) -> c_int {
     let condvar = unsafe { cond(c) };
     // Threads a signal or broadcast woke may not have left yet (POSIX
     // allows destroying right after a broadcast): they leave within their
-    // next time slice. One still there after a second is blocked.
+    // next time slice, so the first looks yield to them. One still there
+    // after a second is blocked: looked for every 100 us meanwhile (a
+    // second of yields took a whole CPU).
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while condvar.has_waiters() {
+    for look in 0u32.. {
+        if !condvar.has_waiters() {
+            break;
+        }
         if std::time::Instant::now() > give_up {
             return libc::EBUSY;
         }
-        std::thread::yield_now();
+        if look < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
     }
     0
 }

@@ -140,11 +140,11 @@ static int far_deadline_waits_for_signal(void) {
  * not yet gone (POSIX allows it): 0 every time, 200 times (it read EBUSY
  * when the waiter had not left yet). */
 static lm_cond_t doomed;
-static void *wait_for_flag(void *arg) {
+static void *wait_for_flag(void *condvar) {
     lm_mutex_lock(&mutex);
-    while (!flag) lm_cond_wait(&doomed, &mutex);
+    while (!flag) lm_cond_wait(condvar, &mutex);
     lm_mutex_unlock(&mutex);
-    return arg;
+    return NULL;
 }
 static int destroy_right_after_broadcast(void) {
     int destroyed = 0;
@@ -152,7 +152,7 @@ static int destroy_right_after_broadcast(void) {
         pthread_t t;
         lm_cond_init(&doomed);
         flag = 0;
-        pthread_create(&t, NULL, wait_for_flag, NULL);
+        pthread_create(&t, NULL, wait_for_flag, &doomed);
         usleep(200);
         lm_mutex_lock(&mutex);
         flag = 1;
@@ -162,6 +162,29 @@ static int destroy_right_after_broadcast(void) {
         pthread_join(t, NULL);
     }
     return destroyed == 200;
+}
+
+/* A condvar a thread waits on, never woken, is busy: EBUSY after a second,
+ * spent mostly asleep (it yielded for the whole second: a CPU's worth). */
+static lm_cond_t occupied;
+static int destroy_with_a_blocked_waiter_is_ebusy_and_sleeps(void) {
+    pthread_t t;
+    struct timespec cpu_before, cpu_after;
+    lm_cond_init(&occupied);
+    flag = 0;
+    pthread_create(&t, NULL, wait_for_flag, &occupied);
+    usleep(20000);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_before);
+    int busy = lm_cond_destroy(&occupied) == EBUSY;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_after);
+    double cpu_ms = (cpu_after.tv_sec - cpu_before.tv_sec) * 1e3 + (cpu_after.tv_nsec - cpu_before.tv_nsec) / 1e6;
+    lm_mutex_lock(&mutex);
+    flag = 1;
+    lm_cond_broadcast(&occupied);
+    lm_mutex_unlock(&mutex);
+    pthread_join(t, NULL);
+    if (cpu_ms > 300) printf("destroy took %.0f ms of CPU\n", cpu_ms);
+    return busy && cpu_ms <= 300;
 }
 
 /* A wait is a cancellation point, as pthread_cond_wait's: the cancelled
@@ -262,6 +285,8 @@ static void test_algorithm(const char *name) {
 int main(void) {
     lm_mutex_t fresh = LM_MUTEX_INITIALIZER;
     check(strcmp(lm_mutex_algorithm(&fresh), "adaptive") == 0, "-", "the initializer is an adaptive mutex");
+    lm_mutex_init(&mutex, "adaptive");
+    check(destroy_with_a_blocked_waiter_is_ebusy_and_sleeps(), "-", "cond destroy with a blocked waiter is EBUSY, asleep");
     check(lm_mutex_lock(&fresh) == 0 && lm_mutex_unlock(&fresh) == 0, "-", "the initializer locks and unlocks");
     check(lm_mutex_init(&fresh, "fastest") == EINVAL, "-", "an unknown algorithm is EINVAL");
     check(lm_algorithm_name(lm_algorithm_count()) == NULL, "-", "no name past the last algorithm");
