@@ -27,6 +27,13 @@ static int checks;
             exit(1);                                                       \
         }                                                                  \
     } while (0)
+/* Each part of the suite names itself on stderr as it starts: a crash
+ * (no message, stdout's buffer lost) then says where it happened. */
+#define SECTION(call)                                                      \
+    do {                                                                   \
+        fprintf(stderr, "-- %s\n", #call);                                 \
+        call;                                                              \
+    } while (0)
 /* Each side evaluated once: the message shows the value the check saw. */
 #define EQ(a, b)                                                           \
     do {                                                                   \
@@ -786,37 +793,37 @@ int main(void) {
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
     EQ(pthread_mutex_init(&errorcheck, &attr), 0);
 
-    normal_semantics(&normal);
-    normal_semantics(&static_normal);
-    normal_semantics(&static_adaptive);
-    recursive_semantics(&recursive);
+    SECTION(normal_semantics(&normal));
+    SECTION(normal_semantics(&static_normal));
+    SECTION(normal_semantics(&static_adaptive));
+    SECTION(recursive_semantics(&recursive));
     EQ(pthread_mutex_trylock(&recursive), EBUSY); /* left locked by an exited thread */
-    recursive_semantics(&static_recursive);
-    errorcheck_semantics(&errorcheck);
-    errorcheck_semantics(&static_errorcheck);
+    SECTION(recursive_semantics(&static_recursive));
+    SECTION(errorcheck_semantics(&errorcheck));
+    SECTION(errorcheck_semantics(&static_errorcheck));
     EQ(pthread_mutex_destroy(&normal), 0);
     EQ(pthread_mutex_destroy(&errorcheck), 0);
 
     pthread_mutex_t fresh;
     EQ(pthread_mutex_init(&fresh, NULL), 0);
-    exclusion(&fresh, 2, 40000); /* 80,000 acquisitions: 16-bit counters wrap */
-    exclusion(&static_adaptive, 8, 2000);
-    queue_passes_every_token_once();
-    timed_waits();
-    unwaitable_clock();
-    cancellation();
-    cancellation_anywhere_in_a_wait();
-    cancellation_keeps_a_signal();
-    fork_with_held_locks();
-    fork_holding_locks();
-    forks_at_once();
-    passthrough_objects();
-    destroy_after_broadcast();
-    owner_dies_during_condvar_wait();
-    errno_is_kept();
-    far_future_deadline();
-    signals_notify_no_condvar_wait();
-    shared_condvar_with_a_private_mutex();
+    SECTION(exclusion(&fresh, 2, 40000)); /* 80,000 acquisitions: 16-bit counters wrap */
+    SECTION(exclusion(&static_adaptive, 8, 2000));
+    SECTION(queue_passes_every_token_once());
+    SECTION(timed_waits());
+    SECTION(unwaitable_clock());
+    SECTION(cancellation());
+    SECTION(cancellation_anywhere_in_a_wait());
+    SECTION(cancellation_keeps_a_signal());
+    SECTION(fork_with_held_locks());
+    SECTION(fork_holding_locks());
+    SECTION(forks_at_once());
+    SECTION(passthrough_objects());
+    SECTION(destroy_after_broadcast());
+    SECTION(owner_dies_during_condvar_wait());
+    SECTION(errno_is_kept());
+    SECTION(far_future_deadline());
+    SECTION(signals_notify_no_condvar_wait());
+    SECTION(shared_condvar_with_a_private_mutex());
     printf("ok: %d checks\n", checks);
     return 0;
 }
