@@ -27,6 +27,8 @@
 //!   recursive; `pi` polls for ever rather than sleeps);
 //! - a panic in a critical section releases the mutex as the guard drops,
 //!   and nothing is poisoned;
+//! - `ticket` and `mcs` implement [`lock_api::RawMutexFair`] (every unlock
+//!   of theirs passes the lock to the next in line);
 //! - a guard may move to another thread ([`lock_api::GuardSend`]) only for
 //!   `futex`, `ticket` and `spin`: the others keep the owner's thread id
 //!   (to spin while it runs, for priority inheritance, or for a queue node

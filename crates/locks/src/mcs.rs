@@ -612,3 +612,13 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawMcs<R> {
         RawMcs::is_locked(self)
     }
 }
+
+#[cfg(not(loom))]
+// SAFETY: as for `RawMutex`: the fair unlock is the unlock.
+unsafe impl<R: Recorder> lock_api::RawMutexFair for RawMcs<R> {
+    /// Every unlock is fair: it passes the lock to the next node in the queue, and a
+    /// newcomer lines up behind the waiters (no barging).
+    unsafe fn unlock_fair(&self) {
+        RawMcs::unlock(self)
+    }
+}

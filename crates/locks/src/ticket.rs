@@ -1167,6 +1167,16 @@ unsafe impl<R: Recorder> lock_api::RawMutex for RawTicket<R> {
     }
 }
 
+#[cfg(not(loom))]
+// SAFETY: as for `RawMutex`: the fair unlock is the unlock.
+unsafe impl<R: Recorder> lock_api::RawMutexFair for RawTicket<R> {
+    /// Every unlock is fair: it passes the lock to the next ticket in line, and a
+    /// newcomer lines up behind the waiters (no barging).
+    unsafe fn unlock_fair(&self) {
+        RawTicket::unlock(self)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -259,6 +259,39 @@ fn condvar_wait_for_and_wait_while() {
     producer.join().unwrap();
 }
 
+/// The FIFO locks' fair unlock: a guard bumped gives the lock to the
+/// thread waiting in line before its own thread takes it again.
+fn bump_lets_the_waiter_in<L: RawMutex + lock_api::RawMutexFair + Send + Sync + 'static>() {
+    let mutex = Arc::new(lock_api::Mutex::<L, u32>::new(0));
+    let mut guard = mutex.lock();
+    let about_to_lock = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (mutex, about_to_lock) = (mutex.clone(), about_to_lock.clone());
+        std::thread::spawn(move || {
+            about_to_lock.store(true, Ordering::Relaxed);
+            *mutex.lock() += 1;
+        })
+    };
+    while !about_to_lock.load(Ordering::Relaxed) {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    lock_api::MutexGuard::bump(&mut guard);
+    assert_eq!(*guard, 1, "the waiter had the lock first");
+    drop(guard);
+    waiter.join().unwrap();
+}
+
+#[test]
+fn ticket_bump_is_fair() {
+    bump_lets_the_waiter_in::<RawTicket>();
+}
+
+#[test]
+fn mcs_bump_is_fair() {
+    bump_lets_the_waiter_in::<RawMcs>();
+}
+
 /// Every algorithm through the run-time-chosen `AnyMutex`, including the
 /// polling timed lock of `ticket` and `mcs`.
 #[test]

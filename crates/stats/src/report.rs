@@ -142,10 +142,14 @@ fn mean_max(mean_ns: f64, max_ns: f64) -> String {
     format!("{}({:>7})", micros(mean_ns), micros(max_ns))
 }
 
-/// Microseconds, one decimal below 10 µs (as seed 004 prints them).
+/// Microseconds, one decimal below 10 µs (as seed 004 prints them), three
+/// below 0.1 µs: a critical section of a few tens of ns (a counter's) read
+/// 0.0us, as if never held.
 pub fn micros(ns: f64) -> String {
     let us = ns / 1000.0;
-    if us < 10.0 {
+    if us > 0.0 && us < 0.1 {
+        format!("{us:.3}us")
+    } else if us < 10.0 {
         format!("{us:.1}us")
     } else {
         format!("{us:.0}us")
@@ -161,6 +165,9 @@ mod tests {
         assert_eq!(micros(5_200.0), "5.2us");
         assert_eq!(micros(3_344_000.0), "3344us");
         assert_eq!(micros(0.0), "0.0us");
+        assert_eq!(micros(35.0), "0.035us", "a short hold is not nothing");
+        assert_eq!(micros(99.0), "0.099us");
+        assert_eq!(micros(100.0), "0.1us");
     }
 
     #[test]
