@@ -851,8 +851,9 @@ mod tests {
                 .collect();
             workers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        // Shared locks and their sites, own locks and theirs, the bitmap
-        // of used locks: 5 pages, up to 9 where runs straddle pages.
+        // Shared locks and their sites, own locks and theirs, the block
+        // with its bitmap of used locks: 6 pages, up to 9 where runs
+        // straddle pages.
         assert!(pages.iter().all(|&p| p <= 9), "pages a thread: {pages:?}");
     }
 }

@@ -501,17 +501,19 @@ unsafe impl Sync for ThreadBlock {}
 unsafe impl Send for ThreadBlock {}
 
 impl ThreadBlock {
-    fn new(lock_numbers: usize, site_numbers: usize) -> Option<ThreadBlock> {
-        Some(ThreadBlock {
+    /// A block on a page of its own with the start of its bitmap of used
+    /// locks (a page of its own was one of a thread's five to eight).
+    fn new(lock_numbers: usize, site_numbers: usize) -> Option<&'static mut ThreadBlock> {
+        map_with_tail(lock_numbers.div_ceil(64), |used| Some(ThreadBlock {
             locks: map_zeroed(lock_numbers)?,
             hists: map_zeroed(lock_numbers)?,
             sites: map_zeroed(site_numbers)?,
-            used: map_zeroed(lock_numbers.div_ceil(64))?,
+            used,
             lock_run: AtomicU64::new(0),
             site_run: AtomicU64::new(0),
             next: std::ptr::null(),
             free: AtomicBool::new(false),
-        })
+        }))
     }
 
     /// This thread's counters of lock `number`.
@@ -546,11 +548,13 @@ impl ThreadBlock {
     #[cfg(test)]
     pub fn resident_bytes(&self) -> usize {
         fn resident<T>(slice: &[T]) -> usize {
-            let bytes = std::mem::size_of_val(slice);
+            // From the page the slice starts in (the bitmap's, the block's).
+            let start = slice.as_ptr() as usize & !4095;
+            let bytes = slice.as_ptr() as usize + std::mem::size_of_val(slice) - start;
             let mut pages = vec![0u8; bytes.div_ceil(4096)];
-            // SAFETY: the slice is a whole mapping of its own (page-aligned
-            // by `map_zeroed`); mincore writes one byte per page of it.
-            assert_eq!(unsafe { libc::mincore(slice.as_ptr() as *mut libc::c_void, bytes, pages.as_mut_ptr()) }, 0);
+            // SAFETY: the pages are mapped (the slice's mapping); mincore
+            // writes one byte per page.
+            assert_eq!(unsafe { libc::mincore(start as *mut libc::c_void, bytes, pages.as_mut_ptr()) }, 0);
             pages.iter().filter(|&&page| page & 1 != 0).count() * 4096
         }
         resident(self.locks) + resident(self.hists) + resident(self.sites) + resident(self.used)
@@ -626,14 +630,19 @@ fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
     Some(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), count) })
 }
 
-/// `value` moved into memory of its own, mapped and never unmapped.
-fn map_one<T>(value: T) -> Option<&'static mut T> {
-    let memory = map_zeroed::<std::mem::MaybeUninit<T>>(1)?;
-    let slot = memory.as_ptr().cast_mut().cast::<T>();
-    // SAFETY: the mapping is T's size, page-aligned, this call's alone and
-    // never unmapped; writing initialises it.
+/// A `T` in memory of its own, mapped and never unmapped, followed on its
+/// page by `count` zeroed `U`s: `make` gets those and returns the `T`.
+fn map_with_tail<T, U: 'static>(count: usize, make: impl FnOnce(&'static [U]) -> Option<T>) -> Option<&'static mut T> {
+    let head = std::mem::size_of::<T>().next_multiple_of(std::mem::align_of::<U>().max(64));
+    let memory = anonymous_mapping(head + count * std::mem::size_of::<U>())?;
+    // SAFETY: the mapping is page-aligned (enough for T's and U's
+    // alignment, `head` a multiple of U's), zeroed, this call's alone and
+    // never unmapped; all-zero bytes are a valid U (atomics and integers).
+    let tail = unsafe { std::slice::from_raw_parts(memory.add(head).cast::<U>(), count) };
+    let slot = memory.cast::<T>();
+    // SAFETY: as above: the first `head` bytes are the T's, written once.
     unsafe {
-        slot.write(value);
+        slot.write(make(tail)?);
         Some(&mut *slot)
     }
 }
@@ -694,7 +703,7 @@ impl Tables {
         // Mapped, not allocated: a thread's first recorded operation can be
         // an allocator's own mutex call (jemalloc's, inside its
         // `posix_memalign`), where `malloc` is not to be called again.
-        let fresh = map_one(ThreadBlock::new(numbers_for(self.locks.len()), numbers_for(self.sites.len()))?)?;
+        let fresh = ThreadBlock::new(numbers_for(self.locks.len()), numbers_for(self.sites.len()))?;
         let mut head = self.threads.load(Acquire);
         loop {
             fresh.next = head;
@@ -1306,7 +1315,7 @@ mod tests {
     #[test]
     fn racing_first_counts_leave_no_record_unnumbered() {
         use std::sync::atomic::AtomicUsize;
-        for _ in 0..200 {
+        for _ in 0..100 {
             let tables = Tables::new(64).unwrap();
             // The runs' budget spent: 8 blocks, one lock each.
             for i in 0..8 {
@@ -1321,10 +1330,22 @@ mod tests {
                         for (round, i) in (8..64usize).enumerate() {
                             // In step: both first count lock i together.
                             arrived.fetch_add(1, SeqCst);
-                            while arrived.load(SeqCst) < 2 * (round + 1) {
-                                std::hint::spin_loop();
+                            // Spinning, then yielding: spinning alone for a
+                            // partner that was not running took 38 s on a
+                            // busy machine.
+                            for spins in 0u32.. {
+                                if arrived.load(SeqCst) >= 2 * (round + 1) {
+                                    break;
+                                }
+                                if spins < 10_000 {
+                                    std::hint::spin_loop();
+                                } else {
+                                    std::thread::yield_now();
+                                }
                             }
-                            tables.lock(0x2_0000 + 64 * i, 0, 1, Some(block)).unwrap();
+                            // (Not unwrapped: a panic here would leave the
+                            // other thread waiting for its partner.)
+                            let _ = tables.lock(0x2_0000 + 64 * i, 0, 1, Some(block));
                         }
                     });
                 }
