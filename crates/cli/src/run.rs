@@ -116,9 +116,21 @@ fn one_document(format: Format) -> bool {
 /// there: its name. `None` for a file, or a format whose reports follow
 /// each other (the table, CSV, folded stacks).
 fn one_document_stream(options: &RunOptions) -> Option<String> {
-    if !one_document(options.rendering.format) {
-        return None;
-    }
+    one_document(options.rendering.format).then(|| stream(options)).flatten()
+}
+
+/// Where `run`'s live reports go, when that is a stream that cannot take
+/// one after another: one document, or folded stacks, whose readers add
+/// up every line of a stream (each snapshot counts every wait since the
+/// start: a flame graph of three snapshots and the final report read 2.6
+/// times the waits).
+fn live_reports_stream(options: &RunOptions) -> Option<String> {
+    (one_document(options.rendering.format) || options.rendering.format == Format::Folded).then(|| stream(options)).flatten()
+}
+
+/// The name of the stream `run`'s reports go to (stderr, a device, a
+/// descriptor); `None` for a file.
+fn stream(options: &RunOptions) -> Option<String> {
     match options.output.as_deref() {
         None => Some("stderr".to_string()),
         Some(o) if !matches!(crate::args::destination(o), Ok(crate::args::Destination::File(_))) => Some(o.display().to_string()),
@@ -792,12 +804,16 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
     // CMD's end soon), and told apart by the time they cover. The profile
     // CMD writes as it ends is not one of them: it is the final report.
     let mut poll = options.interval.map(|interval| (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)));
-    // The final report only, where the reports go to a stream.
-    if let Some(stream) = one_document_stream(options).filter(|_| poll.is_some()) {
-        say!(
-            "lockmeter: note: no live reports: {stream} takes one --format {} document, the final report",
-            format!("{:?}", options.rendering.format).to_lowercase()
-        );
+    // The final report only, where the reports go to a stream that cannot
+    // take one after another.
+    if let Some(stream) = live_reports_stream(options).filter(|_| poll.is_some()) {
+        let format = options.rendering.format;
+        let why = if format == Format::Folded {
+            "stacks that a flame graph adds up (each report counts every wait since the start)".to_string()
+        } else {
+            format!("one --format {} document", format!("{format:?}").to_lowercase())
+        };
+        say!("lockmeter: note: no live reports: {stream} takes {why}, the final report");
         poll = None;
     }
     let mut shown_ns = None;

@@ -1881,6 +1881,14 @@ fn interval_reports_while_the_program_runs() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no live reports"));
     let profile = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "stdout").unwrap();
     assert_eq!(profile.reason, "exit");
+    // Folded stacks in a stream: the final report's only. Each snapshot
+    // counts every wait since the start, and a flame graph adds up every
+    // line (the waiter's 200 ms read 800 over four reports).
+    let output = lockmeter().args(["run", "--interval", "15ms", "--format", "folded", "-o", "/dev/stdout", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no live reports"));
+    let folded = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(folded.lines().filter(|l| l.starts_with("cache_lock (mutex);")).count(), 1, "{folded}");
     // A CSV stream is one table: one header, each snapshot's rows told
     // apart by their reason and duration (a header per snapshot, and
     // nothing to tell them apart, before).
