@@ -501,19 +501,53 @@ unsafe impl Sync for ThreadBlock {}
 unsafe impl Send for ThreadBlock {}
 
 impl ThreadBlock {
-    /// A block on a page of its own with the start of its bitmap of used
-    /// locks (a page of its own was one of a thread's five to eight).
+    /// A block, on a page it shares with the start of its bitmap of used
+    /// locks (a page of its own was one of a thread's five to eight), and
+    /// its counters; all mapped, or none (under `ulimit -v`, a claim that
+    /// failed kept what it had mapped, and every operation claimed again
+    /// until the program's own allocations failed).
     fn new(lock_numbers: usize, site_numbers: usize) -> Option<&'static mut ThreadBlock> {
-        map_with_tail(lock_numbers.div_ceil(64), |used| Some(ThreadBlock {
-            locks: map_zeroed(lock_numbers)?,
-            hists: map_zeroed(lock_numbers)?,
-            sites: map_zeroed(site_numbers)?,
-            used,
-            lock_run: AtomicU64::new(0),
-            site_run: AtomicU64::new(0),
-            next: std::ptr::null(),
-            free: AtomicBool::new(false),
-        }))
+        let head = std::mem::size_of::<ThreadBlock>().next_multiple_of(64);
+        let words = lock_numbers.div_ceil(64);
+        let sizes = [
+            head + words * std::mem::size_of::<AtomicU64>(),
+            lock_numbers * std::mem::size_of::<ThreadLock>(),
+            lock_numbers * std::mem::size_of::<Histogram>(),
+            site_numbers * std::mem::size_of::<ThreadSite>(),
+        ];
+        let mut mapped = [std::ptr::null_mut::<u8>(); 4];
+        for (i, &bytes) in sizes.iter().enumerate() {
+            match anonymous_mapping(bytes) {
+                Some(memory) => mapped[i] = memory,
+                None => {
+                    for (&memory, &bytes) in mapped[..i].iter().zip(&sizes) {
+                        // SAFETY: a mapping of this call's, `bytes` long,
+                        // that nothing refers to.
+                        unsafe { libc::munmap(memory.cast(), bytes) };
+                    }
+                    return None;
+                }
+            }
+        }
+        let [block, locks, hists, sites] = mapped;
+        // SAFETY: each mapping is this call's alone, page-aligned (enough
+        // for the 64-byte alignment of every type here; `head` is a multiple
+        // of 64), zeroed, sized above, and never unmapped; all-zero bytes
+        // are a valid counter (atomics and integers).
+        unsafe {
+            let slot = block.cast::<ThreadBlock>();
+            slot.write(ThreadBlock {
+                locks: std::slice::from_raw_parts(locks.cast(), lock_numbers),
+                hists: std::slice::from_raw_parts(hists.cast(), lock_numbers),
+                sites: std::slice::from_raw_parts(sites.cast(), site_numbers),
+                used: std::slice::from_raw_parts(block.add(head).cast(), words),
+                lock_run: AtomicU64::new(0),
+                site_run: AtomicU64::new(0),
+                next: std::ptr::null(),
+                free: AtomicBool::new(false),
+            });
+            Some(&mut *slot)
+        }
     }
 
     /// This thread's counters of lock `number`.
@@ -630,22 +664,6 @@ fn map_zeroed<T>(count: usize) -> Option<&'static [T]> {
     Some(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), count) })
 }
 
-/// A `T` in memory of its own, mapped and never unmapped, followed on its
-/// page by `count` zeroed `U`s: `make` gets those and returns the `T`.
-fn map_with_tail<T, U: 'static>(count: usize, make: impl FnOnce(&'static [U]) -> Option<T>) -> Option<&'static mut T> {
-    let head = std::mem::size_of::<T>().next_multiple_of(std::mem::align_of::<U>().max(64));
-    let memory = anonymous_mapping(head + count * std::mem::size_of::<U>())?;
-    // SAFETY: the mapping is page-aligned (enough for T's and U's
-    // alignment, `head` a multiple of U's), zeroed, this call's alone and
-    // never unmapped; all-zero bytes are a valid U (atomics and integers).
-    let tail = unsafe { std::slice::from_raw_parts(memory.add(head).cast::<U>(), count) };
-    let slot = memory.cast::<T>();
-    // SAFETY: as above: the first `head` bytes are the T's, written once.
-    unsafe {
-        slot.write(make(tail)?);
-        Some(&mut *slot)
-    }
-}
 
 #[inline(always)]
 fn home(key: u64, slots: usize) -> usize {
