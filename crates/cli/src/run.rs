@@ -138,6 +138,14 @@ fn stream(options: &RunOptions) -> Option<String> {
     }
 }
 
+/// Folded stacks of one of several processes, under a frame of their
+/// process: a lock of one name in two processes was one box of their
+/// flame graph.
+fn under_process(folded: &[u8], profile: &Profile) -> Vec<u8> {
+    let process = format!("{} (pid {})", profile.program.replace(';', ":"), profile.pid);
+    String::from_utf8_lossy(folded).lines().map(|line| format!("{process};{line}\n")).collect::<String>().into_bytes()
+}
+
 /// `lockmeter report`: every file loaded before anything is written.
 pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -> Result<(), Failure> {
     if rendering.format.needs_file() && output.is_none() {
@@ -160,7 +168,10 @@ pub fn report(files: &[PathBuf], rendering: &Rendering, output: Option<&Path>) -
         .partition(|p| rendering.format == Format::Table && some_used_locks && used_no_lock(p));
     let mut bytes = Vec::new();
     for (i, profile) in profiles.iter().enumerate() {
-        let rendered = render(profile, rendering).map_err(Failure::usage)?;
+        let mut rendered = render(profile, rendering).map_err(Failure::usage)?;
+        if rendering.format == Format::Folded && profiles.len() > 1 {
+            rendered = under_process(&rendered, profile);
+        }
         match (i, rendering.format) {
             (0, _) => bytes.extend(rendered),
             // One header for the rows of every process.

@@ -1851,6 +1851,25 @@ fn stacks_of_contended_acquisitions_with_frames() {
     assert_eq!(stack.contended, 1);
     assert!(stack.frames[0].starts_with("hold_waiter+0x"), "innermost frame is the waiting call: {:?}", stack.frames);
     within(stack.wait_ns, 150, 260, "the stack's wait");
+    // Each frame where debug information places it: the waiting call's line.
+    assert_eq!(stack.sources.len(), stack.frames.len());
+    let (file, line) = stack.sources[0].clone().expect("the waiting call's source");
+    assert!(file.ends_with("subjects.c") && line > 0, "{file}:{line}");
+    // Folded, the callers are functions (one flame graph node each, not
+    // one per return address in them), the waiting call its site.
+    let folded = lockmeter().arg("report").arg(dir.join("p.json")).args(["--format", "folded"]).output().unwrap();
+    let folded = String::from_utf8_lossy(&folded.stdout).into_owned();
+    let (stack, _) = folded.lines().find(|l| l.starts_with("cache_lock (mutex);")).unwrap_or_else(|| panic!("{folded}")).rsplit_once(' ').unwrap();
+    let frames: Vec<&str> = stack.split(';').skip(1).collect();
+    let (waiting, callers) = frames.split_last().unwrap();
+    assert!(waiting.starts_with("hold_waiter+0x"), "{stack}");
+    assert!(!callers.is_empty() && callers.iter().all(|f| !f.contains("+0x")), "{stack}");
+    // Several processes' stacks each under their process: a lock of one
+    // name in two processes was one box of the flame graph.
+    let both = lockmeter().arg("report").arg(dir.join("p.json")).arg(dir.join("p.json")).args(["--format", "folded"]).output().unwrap();
+    let both = String::from_utf8_lossy(&both.stdout);
+    let process = format!("{} (pid {});cache_lock (mutex);", profile.program, profile.pid);
+    assert!(both.lines().count() == 2 && both.lines().all(|l| l.starts_with(&process)), "{both}");
 }
 
 /// A live table per interval, shorter than the library's 50 ms poll for

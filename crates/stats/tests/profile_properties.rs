@@ -68,7 +68,7 @@ fn random_profile(rng: &mut Rng) -> Profile {
                     })
                     .collect(),
                 stacks: (0..rng.below(3))
-                    .map(|_| StackProfile { frames: (0..1 + rng.below(4)).map(|_| rng.text()).collect(), contended: rng.below(99), wait_ns: rng.below(1 << 30) })
+                    .map(|_| StackProfile { frames: (0..1 + rng.below(4)).map(|_| rng.text()).collect(), sources: Vec::new(), contended: rng.below(99), wait_ns: rng.below(1 << 30) })
                     .collect(),
                 now: (rng.below(3) == 0).then(|| InProgress {
                     holders: rng.below(3),

@@ -1132,8 +1132,10 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
     }
     let mut stacks_of: HashMap<u32, Vec<StackProfile>> = HashMap::new();
     for (lock, frames, contended, wait) in stacks::all() {
-        let frames = frames.iter().map(|&f| symbols.code(f as usize).name).collect();
-        stacks_of.entry(lock).or_default().push(StackProfile { frames, contended, wait_ns: units.ns(wait) });
+        let sites: Vec<_> = frames.iter().map(|&f| symbols.code(f as usize)).collect();
+        let sources = sites.iter().map(|site| site.file.clone().zip(site.line)).collect();
+        let frames = sites.into_iter().map(|site| site.name).collect();
+        stacks_of.entry(lock).or_default().push(StackProfile { frames, sources, contended, wait_ns: units.ns(wait) });
     }
     // Names of what unloaded objects held, resolved as they went.
     let (unloaded_locks, unloaded_code) = super::unloaded::names(profiler);

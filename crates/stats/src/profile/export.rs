@@ -119,11 +119,21 @@ fn weighted_stacks(profile: &Profile) -> Vec<(Vec<Frame>, u64, u64)> {
         if !lock.stacks.is_empty() {
             for stack in &lock.stacks {
                 let mut frames = vec![root.clone()];
-                // A frame that is one of the lock's call sites has its
-                // source line (the leaf, the waiting call, usually is).
-                frames.extend(stack.frames.iter().rev().map(|f| match lock.sites.iter().find(|s| s.site == *f && s.file.is_some()) {
-                    Some(site) => Frame { name: frame_text(f), file: site.file.clone(), line: site.line },
-                    None => Frame::named(frame_text(f)),
+                // Each frame where debug information placed it (in a
+                // profile from before frames had sources, a frame that is
+                // one of the lock's call sites has its site's); the callers
+                // by function, so that a function's calls are one node of
+                // a flame graph (`worker`, not `worker+0x1c` and
+                // `worker+0x31`), the waiting call (innermost) as its site
+                // reads in the table.
+                frames.extend(stack.frames.iter().enumerate().rev().map(|(i, f)| {
+                    let source = stack.sources.get(i).cloned().flatten().or_else(|| {
+                        let site = lock.sites.iter().find(|s| s.site == *f && s.file.is_some())?;
+                        site.file.clone().zip(site.line)
+                    });
+                    let name = if i == 0 { frame_text(f) } else { frame_text(function_name(f)) };
+                    let (file, line) = source.map_or((None, None), |(file, line)| (Some(file), Some(line)));
+                    Frame { name, file, line }
                 }));
                 stacks.push((frames, stack.contended, stack.wait_ns));
             }
@@ -139,8 +149,7 @@ fn weighted_stacks(profile: &Profile) -> Vec<(Vec<Frame>, u64, u64)> {
 }
 
 /// A frame of a waited-for stack: a name, and where the source is when
-/// debug information said (a call site's; captured stacks have names
-/// only).
+/// debug information said.
 #[derive(Clone)]
 struct Frame {
     name: String,
@@ -257,9 +266,9 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
         body.bytes(1, &value_type.0);
     }
     // A function per name and source file, named as the source has it
-    // where debug information places the frame (`worker`, not each of its
-    // call sites `worker+0x86`, so that `pprof -list worker` finds its
-    // source); a location per function and line.
+    // (`worker`, not each of its call sites `worker+0x86`, so that `pprof
+    // -list worker` finds its source, and a function's calls add up in
+    // -top's cum column); a location per function and line.
     let mut functions: HashMap<(String, Option<String>), u64> = HashMap::new();
     let mut locations: HashMap<(u64, Option<u32>), u64> = HashMap::new();
     let mut function_msgs = Vec::new();
@@ -267,10 +276,7 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
     for (frames, contended, wait_ns) in weighted_stacks(profile) {
         let mut location_ids = Vec::new();
         for frame in frames.iter().rev() {
-            let name = match &frame.file {
-                Some(_) => function_name(&frame.name),
-                None => &frame.name,
-            };
+            let name = function_name(&frame.name);
             let next = functions.len() as u64 + 1;
             let function_id = *functions.entry((name.to_string(), frame.file.clone())).or_insert_with(|| {
                 let name = strings.id(name);

@@ -316,6 +316,10 @@ pub struct SiteProfile {
 pub struct StackProfile {
     /// `function+0xoff` per frame, innermost first.
     pub frames: Vec<String>,
+    /// Per frame, where debug information places it: `[file, line]`, or
+    /// null (empty in profiles written before frames had sources).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Option<(String, u32)>>,
     /// Contended acquisitions with this stack.
     pub contended: u64,
     /// Their total wait.
