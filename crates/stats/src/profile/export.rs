@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-const CSV_HEADER: &str = "pid,program,reason,duration_ns,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,\
+const CSV_HEADER: &str = "pid,program,reason,duration_ns,lock,kind,address,generation,row,site,file,line,acquisitions,nowait,contended,spin,sleep,reject,timeout,cond_reacquire,\
 wait_total_ns,wait_mean_ns,wait_max_ns,hold_total_ns,hold_mean_ns,hold_max_ns,delay_ns,util_pct,locks,\
 now_holders,now_held_ns,now_readers,now_waiters,now_waited_ns";
 
@@ -31,12 +31,18 @@ pub fn to_csv(profile: &Profile) -> String {
             || ",,,,".to_string(),
             |n| format!("{},{},{},{},{}", n.holders, n.held_ns, n.readers, n.waiters, n.waited_ns),
         );
-        let mut row = |kind: &str, site: &str, file: &str, line: String, c: &Counters, util: f64| {
+        // Empty where a column does not apply, as the table's '-': UTIL
+        // but on a lock held (a site's, a read side's, a semaphore's read
+        // 0.000 as if measured), acquisitions inside a condvar wait but on
+        // the lock's row.
+        let mut row = |kind: &str, site: &str, file: &str, line: String, c: &Counters, util: Option<f64>| {
             let known = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
             let now = if kind == "lock" { now.as_str() } else { ",,,," };
+            let util = util.map_or_else(String::new, |u| format!("{u:.3}"));
+            let cond_reacquire = if kind == "lock" { lock.cond_reacquire.to_string() } else { String::new() };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{},{:.1},{},{},{:.1},{},{},{util:.3},{},{now}",
+                "{},{},{},{},{},{},{},{},{kind},{},{},{line},{},{},{},{},{},{},{},{cond_reacquire},{},{:.1},{},{},{:.1},{},{},{util},{},{now}",
                 profile.pid,
                 csv_field(&profile.program),
                 csv_field(&profile.reason),
@@ -64,13 +70,14 @@ pub fn to_csv(profile: &Profile) -> String {
                 lock.locks,
             );
         };
-        row("lock", "", "", String::new(), &lock.counters, lock.util_pct);
+        let held = matches!(lock.kind, super::Kind::Mutex | super::Kind::Spin | super::Kind::Rwlock);
+        row("lock", "", "", String::new(), &lock.counters, held.then_some(lock.util_pct));
         if let Some(read) = &lock.read {
-            row("read", "", "", String::new(), read, 0.0);
+            row("read", "", "", String::new(), read, None);
         }
         if let Some(write) = &lock.write {
             // An rwlock's UTIL is its write side's (read holds overlap).
-            row("write", "", "", String::new(), write, lock.util_pct);
+            row("write", "", "", String::new(), write, Some(lock.util_pct));
         }
         for site in &lock.sites {
             let role = match site.role {
@@ -78,7 +85,7 @@ pub fn to_csv(profile: &Profile) -> String {
                 Role::Holder => "holder",
             };
             let line = site.line.map_or_else(String::new, |l| l.to_string());
-            row(role, &site.site, site.file.as_deref().unwrap_or(""), line, &site.counters, 0.0);
+            row(role, &site.site, site.file.as_deref().unwrap_or(""), line, &site.counters, None);
         }
     }
     out
@@ -360,6 +367,37 @@ mod tests {
         let profile = Profile { locks: vec![lock], ..Profile::default() };
         let stacks = weighted_stacks(&profile);
         assert_eq!(stacks.iter().map(|(_, contentions, ns)| (*contentions, *ns)).collect::<Vec<_>>(), [(1, 30_000_000)]);
+    }
+
+    /// A CSV cell that does not apply is empty, as the table's '-' (a
+    /// site's and a semaphore's UTIL read 0.000, as if measured; the
+    /// acquisitions inside a condvar wait had no column).
+    #[test]
+    fn csv_cells_that_do_not_apply_are_empty() {
+        use super::super::{Counters, Kind, LockProfile, SiteProfile};
+        let site = SiteProfile { site: "worker+0x4a".into(), role: Role::Holder, counters: Counters { acquisitions: 7, ..Counters::default() }, ..SiteProfile::default() };
+        let lock = |kind: Kind| LockProfile {
+            name: "m".into(),
+            kind,
+            locks: 1,
+            util_pct: 12.5,
+            cond_reacquire: 3,
+            counters: Counters { acquisitions: 7, ..Counters::default() },
+            sites: vec![site.clone()],
+            ..LockProfile::default()
+        };
+        let profile = Profile { locks: vec![lock(Kind::Mutex), lock(Kind::Sem)], ..Profile::default() };
+        let csv = to_csv(&profile);
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert!(rows.iter().all(|r| r.len() == header.len()), "{csv}");
+        let cells: Vec<_> = rows.iter().map(|row| (row[column("kind")], row[column("row")], row[column("util_pct")], row[column("cond_reacquire")])).collect();
+        assert_eq!(
+            cells,
+            [("mutex", "lock", "12.500", "3"), ("mutex", "holder", "", ""), ("sem", "lock", "", "3"), ("sem", "holder", "", "")]
+        );
     }
 
     #[test]

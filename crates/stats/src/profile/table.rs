@@ -156,7 +156,9 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
     for (role, verb) in [(Role::Waiter, "waited at"), (Role::Holder, acquired)] {
         let sites = sites_in_role(lock, role, options.sort);
         for site in sites.iter().take(options.sites_per_role) {
-            let mut label = format!("{verb} {}", site_label(site));
+            // A site whose every try was refused waited for nothing.
+            let refused_only = role == Role::Waiter && site.counters.contended + site.counters.timeout == 0 && site.counters.reject > 0;
+            let mut label = format!("{} {}", if refused_only { "refused at" } else { verb }, site_label(site));
             if role == Role::Waiter && site.counters.timeout > 0 {
                 let _ = write!(label, ", {} timed out", site.counters.timeout);
             }
@@ -344,5 +346,25 @@ mod tests {
         assert_eq!(row(Kind::Cond), ["-", "0.00%", "-"]);
         assert_eq!(row(Kind::Sem), ["-", "0.00%", "-"]);
         assert_eq!(row(Kind::Mutex), ["0.00%", "0.00%", "0.0us("]);
+    }
+
+    /// A site whose trylocks were all refused is where they were refused,
+    /// not where threads waited (its row read 'waited at' with no wait).
+    #[test]
+    fn a_site_of_refused_trylocks_says_so() {
+        let site = |reject: u64, contended: u64| SiteProfile {
+            site: "tryer+0x10".into(),
+            role: Role::Waiter,
+            counters: Counters { reject, contended, ..Counters::default() },
+            ..SiteProfile::default()
+        };
+        let lines = |site: SiteProfile| {
+            let lock = LockProfile { name: "l".into(), kind: Kind::Mutex, counters: Counters { acquisitions: 1, ..Counters::default() }, sites: vec![site], ..LockProfile::default() };
+            let mut out = String::new();
+            render_lock(&mut out, &lock, 1_000_000, &TableOptions::default());
+            out
+        };
+        assert!(lines(site(50, 0)).contains("refused at tryer+0x10"), "{}", lines(site(50, 0)));
+        assert!(lines(site(50, 2)).contains("waited at tryer+0x10"), "{}", lines(site(50, 2)));
     }
 }
