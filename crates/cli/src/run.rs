@@ -142,7 +142,7 @@ fn stream(options: &RunOptions) -> Option<String> {
 /// process: a lock of one name in two processes was one box of their
 /// flame graph.
 fn under_process(folded: &[u8], profile: &Profile) -> Vec<u8> {
-    let process = format!("{} (pid {})", profile.program.replace(';', ":"), profile.pid);
+    let process = profile::process_frame(profile);
     String::from_utf8_lossy(folded).lines().map(|line| format!("{process};{line}\n")).collect::<String>().into_bytes()
 }
 

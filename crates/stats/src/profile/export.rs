@@ -97,6 +97,12 @@ fn frame_text(text: &str) -> String {
     text.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
+/// The folded frame of a process, `PROGRAM (pid N)`: the root of its
+/// stacks beside other processes'.
+pub fn process_frame(profile: &Profile) -> String {
+    frame_text(&format!("{} (pid {})", profile.program, profile.pid))
+}
+
 fn lock_frame(lock: &LockProfile) -> String {
     frame_text(&format!("{} ({})", lock.name, lock.kind.name()))
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 mod export;
 mod table;
 
-pub use export::{to_csv, to_flamegraph, to_folded, to_pprof};
+pub use export::{process_frame, to_csv, to_flamegraph, to_folded, to_pprof};
 pub use table::{render_table, TableOptions};
 
 /// What a profile is tagged with, so a reader can refuse anything else.
