@@ -1104,11 +1104,34 @@ fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, u
     (progress.holders + progress.readers + progress.waiters > 0).then_some(progress)
 }
 
+/// The symbols of the objects loaded at the last write, kept for the
+/// next (see `Symbolizer::refresh`).
+static SYMBOLS: std::sync::Mutex<Option<Symbolizer>> = std::sync::Mutex::new(None);
+
 fn build(profiler: &Profiler, reason: &str) -> Profile {
     let units = Units(clock::cycles_per_ns());
     let replacing = crate::replace::algorithm();
     let duration_ns = super::monotonic_ns().saturating_sub(profiler.start_ns);
-    let symbols = Symbolizer::new();
+    // The last write's symbols, brought up to date; a fresh set where
+    // another write has them (a final write from a signal handler, maybe
+    // in the very thread that was dumping).
+    let mut kept = match SYMBOLS.try_lock() {
+        Ok(kept) => Some(kept),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    let fresh;
+    let symbols: &Symbolizer = match kept.as_deref_mut() {
+        Some(Some(kept)) => {
+            kept.refresh();
+            kept
+        }
+        Some(empty) => empty.insert(Symbolizer::new()),
+        None => {
+            fresh = Symbolizer::new();
+            &fresh
+        }
+    };
     let tables: &Tables = &profiler.tables;
     // The blocks that counted each lock: only theirs are read.
     let mut users_of: HashMap<u32, Vec<&ThreadBlock>> = HashMap::new();
