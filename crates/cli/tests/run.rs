@@ -2041,6 +2041,13 @@ fn go_tool_pprof_reads_the_pprof_output() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
     assert!(text.contains("Type: delay") && text.lines().any(|l| l.ends_with(" hold_waiter")) && text.contains("cache_lock (mutex)"), "{text}");
+    // The program's mapping, symbolized already: named, and nothing for
+    // pprof to look for.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(text.starts_with("File: subjects\n") && !stderr.contains("not available"), "{text}{stderr}");
+    let output = Command::new(go).args(["tool", "pprof", "-comments"]).arg(&pprof).env("HOME", &dir).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("subjects hold (pid ") && text.trim_end().ends_with("), exit"), "{text}");
     // A call site's source line comes along (pprof's -lines shows it).
     let output = Command::new(go).args(["tool", "pprof", "-top", "-lines", "-sample_index=delay"]).arg(&pprof).env("HOME", &dir).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);

@@ -267,6 +267,9 @@ impl Strings {
     }
 }
 
+/// The id of the one mapping, the program's.
+const PROGRAM_MAPPING: u64 = 1;
+
 /// pprof's gzipped protobuf: sample types `contentions/count` and
 /// `delay/nanoseconds`, one sample per waited-for stack, leaf first.
 pub fn to_pprof(profile: &Profile) -> Vec<u8> {
@@ -310,6 +313,7 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
                 line.uint(2, u64::from(frame.line.unwrap_or(0)));
                 let mut location = Message::default();
                 location.uint(1, next);
+                location.uint(2, PROGRAM_MAPPING);
                 location.bytes(4, &line.0);
                 location_msgs.push(location.0);
                 next
@@ -321,6 +325,17 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
         sample.packed(2, &[contended, wait_ns]);
         body.bytes(2, &sample.0);
     }
+    // One mapping, the program's, already symbolized: without it pprof
+    // says "Main binary filename not available" and looks for a binary
+    // to symbolize with.
+    let mut mapping = Message::default();
+    mapping.uint(1, PROGRAM_MAPPING);
+    mapping.uint(5, strings.id(profile.program.split_whitespace().next().unwrap_or_default()));
+    for has in [7, 8, 9] {
+        // has_functions, has_filenames, has_line_numbers
+        mapping.uint(has, 1);
+    }
+    body.bytes(3, &mapping.0);
     for location in &location_msgs {
         body.bytes(4, location);
     }
@@ -333,6 +348,9 @@ pub fn to_pprof(profile: &Profile) -> Vec<u8> {
     body.uint(10, profile.duration_ns);
     body.bytes(11, &period_type.0);
     body.uint(12, 1);
+    // `pprof -comments`: whose profile it is.
+    let comment = strings.id(&format!("{} (pid {}), {}", profile.program, profile.pid, profile.reason));
+    body.uint(13, comment);
     for text in &strings.table {
         body.bytes(6, text.as_bytes());
     }
