@@ -603,10 +603,18 @@ impl Experiment {
                 if let Some(cpu) = cpu {
                     pin_to(cpu);
                 }
-                worker_gate.check_in_and_wait();
+                // Read before the gate: a worker that waits long for a CPU
+                // once it opens was runnable all that time, not blocked.
                 let started = ThreadTimes::now();
-                let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag)?;
-                Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since())))
+                // The samples' first block, allocated and touched before the
+                // gate: in the run, a worker's first allocation waited on
+                // the allocator's and the address space's locks behind
+                // preempted threads, and read as the lock blocking it.
+                let mut waits = vec![0u64; 1 << 12];
+                waits.clear();
+                worker_gate.check_in_and_wait();
+                let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag, waits)?;
+                Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since(stop_flag.started_ns.load(Ordering::Relaxed)))))
             });
             match spawned {
                 Ok(handle) => workers.push(handle),
@@ -626,13 +634,22 @@ impl Experiment {
         gate.open();
         // Looking every 20 ms for a stop asked of the whole bench.
         let until = Instant::now() + self.run;
-        while crate::interrupt::requested().is_none() && Instant::now() < until {
+        while crate::interrupt::requested().is_none() && !stop.is_raised() && Instant::now() < until {
             std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(20)));
         }
-        if Instant::now() < until {
+        if crate::interrupt::requested().is_some() && Instant::now() < until {
             crate::interrupt::note_cut_short();
         }
         stop.now();
+        if crate::interrupt::requested().is_some() && !matches!(body, Body::DirFs(_)) {
+            // The run is thrown away and lockmeter dies of the signal: its
+            // workers need not be waited for. Each must take the lock once
+            // more to see the stop, and behind a preempted holder of a
+            // spinlock at 1024 threads on 2 cores that took seconds. (A
+            // `dir --fs` worker is waited for: it removes the file it made.)
+            drop(workers);
+            return Err("interrupted".into());
+        }
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
         let mut per_thread = Vec::with_capacity(point.threads);
         let mut per_thread_times = Vec::with_capacity(point.threads);
@@ -700,9 +717,12 @@ impl Stop {
         }
     }
 
-    /// A worker's look at the clock: stops the run if it is past due.
-    fn check_deadline(&self) {
-        if monotonic_ns() >= self.deadline_ns.load(Ordering::Relaxed) {
+    /// A worker's look at the clock, at `now` (monotonic ns): stops the
+    /// run if it is past due, or if a stop was asked of the whole bench
+    /// (the controlling thread, which also looks, may wait seconds for a
+    /// CPU behind a thousand busy workers).
+    fn check_deadline(&self, now: u64) {
+        if now >= self.deadline_ns.load(Ordering::Relaxed) || crate::interrupt::requested().is_some() {
             self.now();
         }
     }
@@ -726,9 +746,48 @@ fn monotonic_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// A worker looks at the clock once in this many operations (a vDSO
-/// clock read, about 20 ns: 0.1 ns an operation).
+/// A worker looks at the clock at most once in this many operations (a
+/// vDSO clock read, about 20 ns: 0.1 ns an operation)...
 const DEADLINE_CHECK_EVERY: u64 = 256;
+/// ...and at least about this often, in ns, however slow its operations
+/// are: every operation where an operation takes longer. (A fixed 256
+/// operations is never, where a thread makes a few operations a run: `spin`
+/// at 1024 threads, a few hundred each, and its 200 ms run lasted 3 s,
+/// until the controlling thread got a CPU.)
+const DEADLINE_CHECK_NS: u64 = 100_000;
+
+/// When a worker looks at the clock next: an interval in operations that
+/// doubles while looks come sooner than [`DEADLINE_CHECK_NS`] apart and
+/// halves while they come later.
+struct DeadlineLooks {
+    every: u64,
+    next: u64,
+    last_ns: u64,
+}
+
+impl DeadlineLooks {
+    fn new() -> Self {
+        DeadlineLooks { every: 1, next: 0, last_ns: monotonic_ns() }
+    }
+
+    /// Looks at the clock if `ops` is due for a look.
+    #[inline]
+    fn maybe_check(&mut self, ops: u64, stop: &Stop) {
+        if ops < self.next {
+            return;
+        }
+        let now = monotonic_ns();
+        stop.check_deadline(now);
+        let since = now.saturating_sub(self.last_ns);
+        if since < DEADLINE_CHECK_NS / 2 {
+            self.every = (self.every * 2).min(DEADLINE_CHECK_EVERY);
+        } else if since > DEADLINE_CHECK_NS {
+            self.every = (self.every / 2).max(1);
+        }
+        self.last_ns = now;
+        self.next = ops + self.every;
+    }
+}
 
 /// Holds the workers until every one is ready, then lets them all go at
 /// once. Each waits on a futex of its own reading, so opening is one wake
@@ -806,16 +865,19 @@ enum Body {
 /// recording never lengthens a hold. An operation whose acquisition comes
 /// after `stop` is neither done nor counted: threads queued on the lock at
 /// the end would otherwise each add one operation outside the run.
-fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop) -> Result<(u64, Vec<u64>), String> {
+fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop, mut waits: Vec<u64>) -> Result<(u64, Vec<u64>), String> {
     let mut ops = 0u64;
-    let mut waits = Vec::with_capacity(1 << 12);
+    let mut looks = DeadlineLooks::new();
     loop {
-        if ops % DEADLINE_CHECK_EVERY == DEADLINE_CHECK_EVERY - 1 {
-            stop.check_deadline();
-        }
+        looks.maybe_check(ops, stop);
         // Not the first operation: the start is a stampede by design.
         let timed = ops % SAMPLE_EVERY == SAMPLE_EVERY - 1;
         let asked = if timed { clock::cycles() } else { 0 };
+        // A worker that sees the stop before it asks for the lock does not
+        // queue for it (and draws out the end of the run).
+        if stop.is_raised() {
+            break;
+        }
         // The cycle count at the start of the critical section, or None if
         // the run is over.
         let entered = |stop: &Stop| (!stop.is_raised()).then(|| if timed { clock::cycles() } else { 0 });
@@ -893,22 +955,32 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop
 /// thread, which cannot block on a lock, as blocked 14-19% of a 20 ms
 /// run.)
 struct ThreadTimes {
-    wall: Instant,
+    /// CLOCK_MONOTONIC ns.
+    wall_ns: u64,
     cpu_clock_ns: u64,
     runnable_ns: u64,
 }
 
 impl ThreadTimes {
+    /// The clocks now: the wall clock first, so that a preemption while
+    /// the others are read (with a thousand threads on 2 cores, a second
+    /// or more) is counted in the runnable time it is, and never in a wall
+    /// time nothing else accounts for (which read a bare test-and-set's
+    /// threads, which never block, as blocked 37% of a run at 64 threads
+    /// and 99.9% at 1024).
     fn now() -> Option<ThreadTimes> {
+        let wall_ns = monotonic_ns();
         let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
         let (_, runnable_ns) = parse_schedstat(&text)?;
-        Some(ThreadTimes { wall: Instant::now(), cpu_clock_ns: thread_cpu_ns(), runnable_ns })
+        Some(ThreadTimes { wall_ns, cpu_clock_ns: thread_cpu_ns(), runnable_ns })
     }
 
-    /// How the calling thread spent the wall time since `self`.
-    fn share_since(&self) -> Option<ThreadShare> {
+    /// How the calling thread spent the wall time since `self`, or since
+    /// `from_ns` (monotonic ns) if later: the run's start, for clocks read
+    /// before the thread waited for it.
+    fn share_since(&self, from_ns: u64) -> Option<ThreadShare> {
         let now = ThreadTimes::now()?;
-        let wall = now.wall.duration_since(self.wall).as_nanos() as f64;
+        let wall = now.wall_ns.saturating_sub(self.wall_ns.max(from_ns)) as f64;
         let on_cpu_ns = now.cpu_clock_ns.saturating_sub(self.cpu_clock_ns);
         let runnable_ns = now.runnable_ns.saturating_sub(self.runnable_ns);
         let accounted = (on_cpu_ns + runnable_ns) as f64;
@@ -1169,7 +1241,7 @@ mod tests {
         let sleeper = std::thread::spawn(|| {
             let start = ThreadTimes::now().unwrap();
             std::thread::sleep(Duration::from_millis(80));
-            start.share_since().unwrap()
+            start.share_since(0).unwrap()
         });
         let spinner = std::thread::spawn(|| {
             let start = ThreadTimes::now().unwrap();
@@ -1177,7 +1249,7 @@ mod tests {
             while Instant::now() < until {
                 std::hint::spin_loop();
             }
-            start.share_since().unwrap()
+            start.share_since(0).unwrap()
         });
         let (asleep, spinning) = (sleeper.join().unwrap(), spinner.join().unwrap());
         assert!(asleep.blocked > 0.5, "a thread asleep for the whole window was blocked {:.2} of it", asleep.blocked);
@@ -1236,7 +1308,7 @@ mod tests {
         stop.start(Duration::from_millis(20));
         let began = Instant::now();
         while !stop.is_raised() {
-            stop.check_deadline();
+            stop.check_deadline(monotonic_ns());
             assert!(began.elapsed() < Duration::from_secs(5), "never stopped");
         }
         let seconds = stop.run_seconds();
@@ -1245,6 +1317,35 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         stop.now();
         assert_eq!(stop.run_seconds(), seconds);
+    }
+
+    /// A worker whose operations are slow looks at the clock at each
+    /// one, and one whose operations are fast every 256: a thread that
+    /// makes a few operations a run still ends it on time (at 1024
+    /// threads `spin`'s workers made a few hundred each, never 256, and a
+    /// 200 ms run lasted until the controlling thread got a CPU, 3 s).
+    #[test]
+    fn slow_operations_look_at_the_clock_each_time() {
+        let stop = Stop::default();
+        stop.start(Duration::from_millis(20));
+        let mut looks = DeadlineLooks::new();
+        let mut ops = 0;
+        while !stop.is_raised() {
+            looks.maybe_check(ops, &stop);
+            std::thread::sleep(Duration::from_millis(2));
+            ops += 1;
+            assert!(ops < 100, "never stopped");
+        }
+        let seconds = stop.run_seconds();
+        assert!((0.020..0.030).contains(&seconds) && ops <= 15, "{seconds} s, {ops} operations of 2 ms for a 20 ms run");
+        assert_eq!(looks.every, 1);
+        let fast = Stop::default();
+        fast.start(Duration::from_secs(60));
+        let mut looks = DeadlineLooks::new();
+        for ops in 0..1_000_000 {
+            looks.maybe_check(ops, &fast);
+        }
+        assert_eq!(looks.every, DEADLINE_CHECK_EVERY);
     }
 
     fn experiment(recording: Recording) -> Experiment {
