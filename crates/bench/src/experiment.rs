@@ -3,10 +3,11 @@
 //! point reported with the fields of the JSON contract.
 
 use crate::locks::{BenchLock, LockKind, LockVisitor, Recording};
+use crate::waits::WaitCounts;
 use crate::work::{spin_work, Calibration};
 use crate::workloads::median;
 use lockmeter_locks::clock;
-use lockmeter_stats::{CountsSnapshot, Histogram, Snapshot};
+use lockmeter_stats::{CountsSnapshot, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -280,9 +281,10 @@ pub struct Recorded {
 pub struct WaitSummary {
     /// How many acquisitions were timed.
     pub samples: u64,
-    /// Median wait, ns.
+    /// Median wait, ns (the middle of its step: waits are counted in 32
+    /// steps per power of two, see `waits.rs`).
     pub p50: f64,
-    /// 99th percentile wait, ns.
+    /// 99th percentile wait, ns (likewise).
     pub p99: f64,
     /// Longest timed wait, ns.
     pub max: f64,
@@ -589,6 +591,8 @@ impl Experiment {
             (Workload::Duty, ..) => return Err("duty needs a period and a duty share".into()),
         };
         let stop = Arc::new(Stop::default());
+        // A wait over 1 ms, in cycles (see `WaitSummary::over_1ms_share`).
+        let long_cycles = (1e6 * clock::cycles_per_ns()) as u64;
         // Workers check in at the gate, then wait for it to open; the clock
         // starts once all have checked in and before it opens, while every
         // worker is blocked: spawning 256 threads is not part of the run,
@@ -606,12 +610,7 @@ impl Experiment {
                 // Read before the gate: a worker that waits long for a CPU
                 // once it opens was runnable all that time, not blocked.
                 let started = ThreadTimes::now();
-                // The samples' first block, allocated and touched before the
-                // gate: in the run, a worker's first allocation waited on
-                // the allocator's and the address space's locks behind
-                // preempted threads, and read as the lock blocking it.
-                let mut waits = vec![0u64; 1 << 12];
-                waits.clear();
+                let waits = WaitCounts::new(long_cycles);
                 worker_gate.check_in_and_wait();
                 let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag, waits)?;
                 Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since(stop_flag.started_ns.load(Ordering::Relaxed)))))
@@ -653,12 +652,12 @@ impl Experiment {
         let cpu = (process_cpu_seconds() - cpu_before).max(1e-9);
         let mut per_thread = Vec::with_capacity(point.threads);
         let mut per_thread_times = Vec::with_capacity(point.threads);
-        let mut wait_cycles = Vec::new();
+        let mut waits = WaitCounts::new(long_cycles);
         for w in workers {
-            let (ops, waits, times) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
+            let (ops, thread_waits, times) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
             per_thread.push(ops);
             per_thread_times.push(times);
-            wait_cycles.extend(waits);
+            waits.merge(&thread_waits);
         }
         // The run ended at the stop: an operation counts only if it
         // entered its critical section before it. (Read after the joins
@@ -666,8 +665,7 @@ impl Experiment {
         // ms of 5.8 million samples in a 0.5 s `sem` run.)
         let elapsed = stop.run_seconds();
         let stats = shared.lock.stats().map(|snapshot| Recorded { snapshot, seconds: stop.seconds_since_start() });
-        // Summarised now: a run's raw samples can be tens of megabytes.
-        let wait = wait_summary(&mut wait_cycles);
+        let wait = waits.summary(clock::cycles_per_ns());
         let ops: u64 = per_thread.iter().sum();
         Ok(Run {
             seconds: elapsed,
@@ -859,13 +857,14 @@ enum Body {
     DirFs(PathBuf),
 }
 
-/// One thread's loop; returns its operations and its timed waits.
+/// One thread's loop; returns its operations and its timed waits, counted
+/// in `waits`.
 ///
 /// Waits are read inside the critical section but stored after it, so
 /// recording never lengthens a hold. An operation whose acquisition comes
 /// after `stop` is neither done nor counted: threads queued on the lock at
 /// the end would otherwise each add one operation outside the run.
-fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop, mut waits: Vec<u64>) -> Result<(u64, Vec<u64>), String> {
+fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop, mut waits: WaitCounts) -> Result<(u64, WaitCounts), String> {
     let mut ops = 0u64;
     let mut looks = DeadlineLooks::new();
     loop {
@@ -939,7 +938,7 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop
         if timed && !matches!(body, Body::DirFs(_)) {
             // A cycle counter that steps back (a migration between CPUs
             // whose counters differ) reads as no wait, not as 2^64.
-            waits.push(entered.saturating_sub(asked));
+            waits.record(entered.saturating_sub(asked));
         }
         ops += 1;
     }
@@ -1148,34 +1147,6 @@ fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, l
     }
 }
 
-/// The summary of a run's timed waits, none if none was timed.
-fn wait_summary(samples: &mut [u64]) -> Option<WaitSummary> {
-    if samples.is_empty() {
-        return None;
-    }
-    samples.sort_unstable();
-    let sorted = &*samples;
-    let mut histogram = Histogram::default();
-    for &s in sorted {
-        histogram.record(s);
-    }
-    let last = histogram.counts.iter().rposition(|&c| c > 0).map_or(0, |b| b + 1);
-    let ns = |cycles: u64| cycles as f64 / clock::cycles_per_ns();
-    let at = |q: f64| -> f64 {
-        let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-        ns(sorted[index])
-    };
-    let long = sorted.len() - sorted.partition_point(|&w| ns(w) <= 1e6);
-    Some(WaitSummary {
-        samples: sorted.len() as u64,
-        p50: at(0.50),
-        p99: at(0.99),
-        max: ns(sorted[sorted.len() - 1]),
-        over_1ms_share: long as f64 / sorted.len() as f64,
-        hist_log2_cycles: histogram.counts[..last].to_vec(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1221,15 +1192,17 @@ mod tests {
     #[test]
     fn the_share_of_waits_over_1_ms_counts_the_long_ones() {
         let cycles = |ns: f64| (ns * clock::cycles_per_ns()).round() as u64;
-        let mut waits: Vec<u64> = (0..98).map(|i| cycles(200.0 + i as f64)).collect();
-        waits.extend([cycles(4e6), cycles(9e6)]);
-        let summary = wait_summary(&mut waits).unwrap();
+        let long = cycles(1e6);
+        let mut waits = WaitCounts::new(long);
+        (0..98).for_each(|i| waits.record(cycles(200.0 + i as f64)));
+        [cycles(4e6), cycles(9e6)].into_iter().for_each(|w| waits.record(w));
+        let summary = waits.summary(clock::cycles_per_ns()).unwrap();
         assert_eq!(summary.samples, 100);
         assert!((summary.over_1ms_share - 0.02).abs() < 1e-12, "{summary:?}");
         assert!(summary.p99 > 1e6, "{summary:?}");
-        let mut short: Vec<u64> = (0..10).map(|_| cycles(999_000.0)).collect();
-        assert_eq!(wait_summary(&mut short).unwrap().over_1ms_share, 0.0);
-        assert!(wait_summary(&mut []).is_none(), "nothing timed, no summary of zeros");
+        let mut short = WaitCounts::new(long);
+        (0..10).for_each(|_| short.record(cycles(999_000.0)));
+        assert_eq!(short.summary(clock::cycles_per_ns()).unwrap().over_1ms_share, 0.0);
     }
 
     #[test]

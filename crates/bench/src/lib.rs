@@ -19,6 +19,7 @@ pub mod plot;
 pub mod render;
 pub mod scorecard;
 pub mod torture;
+mod waits;
 pub mod work;
 pub mod workloads;
 
