@@ -82,9 +82,30 @@ pub struct ScorecardReport {
     pub quick: bool,
 }
 
-/// Thread count of the fairness runs: the oversubscribed counts the
-/// target names.
+/// Thread counts of the fairness runs: the oversubscribed counts the
+/// target names (see [`fairness_threads`] for a machine where they are
+/// not oversubscribed).
 const FAIRNESS_THREADS: [usize; 2] = [64, 256];
+
+/// The fairness runs' thread counts among `threads`: 64 and 256, the
+/// target's, where both are past the `cpus`; on a machine with more
+/// CPUs, the two largest counts past them (starvation is the lock's to
+/// bound where threads outnumber CPUs: 64 threads on 128 CPUs each have
+/// one), none if no count is.
+fn fairness_threads(threads: &[usize], cpus: usize) -> Vec<usize> {
+    if FAIRNESS_THREADS.iter().all(|&t| t > cpus) {
+        return FAIRNESS_THREADS.into_iter().filter(|t| threads.contains(t)).collect();
+    }
+    let mut past: Vec<usize> = threads.iter().copied().filter(|&t| t > cpus).collect();
+    past.sort_unstable();
+    past.dedup();
+    past.split_off(past.len().saturating_sub(2))
+}
+
+/// The CPUs the runs may use.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 /// Thread counts of the tail target.
 const TAIL_THREADS: [usize; 2] = [16, 64];
 
@@ -116,7 +137,7 @@ impl Scorecard {
             experiment(Workload::Sem, ours_and_peers(&[ticket(), variant(Variant::TicketNoBackoff)]), &self.threads, &[], &[], self.run),
             experiment(Workload::Dir { fs: None }, ours_and_peers(&[variant(Variant::AdaptiveNoBail)]), &self.threads, &[], &[], self.run),
         ];
-        let fairness: Vec<usize> = FAIRNESS_THREADS.into_iter().filter(|t| self.threads.contains(t)).collect();
+        let fairness = fairness_threads(&self.threads, cpus());
         if !fairness.is_empty() {
             experiments.push(experiment(Workload::Duty, ours_and_peers(&[]), &fairness, &[1000], &[8], self.fairness_run));
         }
@@ -160,7 +181,7 @@ impl Scorecard {
         }
         checks.push(at_least_everywhere(sem, None, 0.97));
         checks.push(at_least_everywhere(dir, None, 0.97));
-        checks.extend(fairness_checks(rest.first(), self.fairness_run));
+        checks.extend(fairness_checks(rest.first(), &fairness_threads(&self.threads, cpus()), self.fairness_run));
         checks.extend(tail_checks(micro));
         checks.push(ticket_backoff_check(sem, pair.machine.cores));
         checks.push(bail_out_check(dir));
@@ -436,12 +457,14 @@ fn at_least_everywhere(report: &Report, which: Option<(u64, u64)>, floor: f64) -
     judged(format!("{name}: >= {floor}x the best peer at every count"), &ratios, floor, |r| r >= floor)
 }
 
-/// At 64 and 256 threads: per-thread max/min <= 10x, throughput >=
-/// 0.95x.
-fn fairness_checks(report: Option<&Report>, run: Duration) -> Vec<Check> {
+/// At 64 and 256 threads (or the `counts` past a larger machine's CPUs):
+/// per-thread max/min <= 10x, throughput >= 0.95x.
+fn fairness_checks(report: Option<&Report>, counts: &[usize], run: Duration) -> Vec<Check> {
     let points = report.map(|r| panel(r, None)).unwrap_or_default();
-    FAIRNESS_THREADS
-        .into_iter()
+    let counts = if counts.is_empty() { &FAIRNESS_THREADS[..] } else { counts };
+    counts
+        .iter()
+        .copied()
         .map(|t| {
             let target = format!("fairness {t} threads, {} runs: max/min <= 10x at >= 0.95x", run_length(run.as_secs_f64()));
             let Some(p) = point(&points, "adaptive", t) else { return not_measured(target) };
@@ -671,7 +694,7 @@ mod tests {
         let check = at_least_everywhere(&sem, None, 0.97);
         assert_eq!(check.measured, "1.200x@2 no ratio@64 (no ratio: the lock compared made no operations)");
         assert!(!check.met && !check.within_spread && !check.not_measured, "{check:?}");
-        let fair = fairness_checks(Some(&sem), Duration::from_secs(3));
+        let fair = fairness_checks(Some(&sem), &FAIRNESS_THREADS, Duration::from_secs(3));
         assert_eq!(fair[0].measured, "no ratio: the lock compared made no operations");
         assert!(!fair[0].met && !fair[0].not_measured, "{:?}", fair[0]);
         assert!(fair[1].not_measured, "256 threads did not run: {:?}", fair[1]);
@@ -750,7 +773,7 @@ mod tests {
         assert!(!ticket_backoff_check(&sem, 2).met);
         assert!(!bail_out_check(&sem).met);
         // Targets whose thread counts did not run are listed, not met.
-        let missing = fairness_checks(None, Duration::from_secs(3));
+        let missing = fairness_checks(None, &[], Duration::from_secs(3));
         assert_eq!(missing.len(), 2);
         assert!(missing.iter().all(|c| !c.met && c.measured.starts_with("not measured")), "{missing:?}");
         let tail = tail_checks(&sem);
@@ -891,17 +914,37 @@ mod tests {
         fair.per_thread_ops = PerThreadOps { min: 10, max: 90, most_blocked_share: None, per_cpu_ms: None, least_served: None };
         let mut starved = point("adaptive", 256, 99.0);
         starved.per_thread_ops = PerThreadOps { min: 1, max: 11, most_blocked_share: None, per_cpu_ms: None, least_served: None };
-        let checks = fairness_checks(Some(&report(vec![fair, point("std", 64, 100.0), starved, point("std", 256, 100.0)])), Duration::from_millis(500));
+        let checks = fairness_checks(Some(&report(vec![fair, point("std", 64, 100.0), starved, point("std", 256, 100.0)])), &FAIRNESS_THREADS, Duration::from_millis(500));
         assert_eq!(checks.len(), 2);
         assert!(checks[0].met, "{:?}", checks[0]);
         assert!(!checks[1].met, "{:?}", checks[1]);
         assert_eq!(checks[1].measured, "11.00x at 0.990x std");
         let mut none = point("adaptive", 64, 96.0);
         none.per_thread_ops = PerThreadOps { min: 0, max: 9, most_blocked_share: None, per_cpu_ms: None, least_served: None };
-        let check = &fairness_checks(Some(&report(vec![none, point("std", 64, 100.0)])), Duration::from_millis(500))[0];
+        let check = &fairness_checks(Some(&report(vec![none, point("std", 64, 100.0)])), &FAIRNESS_THREADS, Duration::from_millis(500))[0];
         assert!(!check.met && !check.within_spread, "a starved thread: {check:?}");
         assert_eq!(check.measured, "a thread made no operation (9 the most) at 0.960x std");
         assert_eq!(checks[0].target, "fairness 64 threads, 500 ms runs: max/min <= 10x at >= 0.95x");
+    }
+
+    /// 64 and 256 threads where both oversubscribe; on a larger machine
+    /// the two largest counts past its CPUs, and their targets named so.
+    #[test]
+    fn fairness_is_judged_past_the_cpus() {
+        let threads = [1, 2, 4, 16, 64, 256, 1024];
+        assert_eq!(fairness_threads(&threads, 2), [64, 256]);
+        assert_eq!(fairness_threads(&threads, 32), [64, 256]);
+        assert_eq!(fairness_threads(&[1, 2, 64], 2), [64]);
+        assert_eq!(fairness_threads(&threads, 64), [256, 1024]);
+        assert_eq!(fairness_threads(&threads, 128), [256, 1024]);
+        assert_eq!(fairness_threads(&threads, 512), [1024]);
+        assert!(fairness_threads(&threads, 1024).is_empty());
+        let mut big = point("adaptive", 1024, 96.0);
+        big.per_thread_ops = PerThreadOps { min: 10, max: 90, most_blocked_share: None, per_cpu_ms: None, least_served: None };
+        let checks = fairness_checks(Some(&report(vec![big, point("std", 1024, 100.0)])), &[256, 1024], Duration::from_secs(3));
+        assert_eq!(checks.len(), 2);
+        assert!(checks[0].not_measured && checks[1].met, "{checks:?}");
+        assert_eq!(checks[1].target, "fairness 1024 threads, 3 s runs: max/min <= 10x at >= 0.95x");
     }
 
     #[test]

@@ -131,7 +131,9 @@ pub enum Workload {
     /// run-to-run spread, which more rounds settle; no† if no lock could
     /// meet it here (past the workload's physical limit, or under
     /// cas-floor for the pair). A target whose thread counts are not in
-    /// --threads reads n/a and is not counted.
+    /// --threads reads n/a and is not counted. Fairness is judged at 64
+    /// and 256 threads, or, on a machine where those do not outnumber
+    /// the CPUs, at the two largest --threads counts that do.
     ///
     /// Examples:
     ///   lockmeter bench scorecard --repeat 5
