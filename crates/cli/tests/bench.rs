@@ -191,6 +191,24 @@ fn an_interrupted_bench_stops_cleanly() {
     }
 }
 
+/// A thread count the machine's limits cannot start fails before the
+/// first run, saying which limit to raise (it failed at its own run, the
+/// runs before it lost).
+#[test]
+fn a_thread_count_past_the_limits_fails_before_any_run() {
+    let binary = env!("CARGO_BIN_EXE_lockmeter");
+    // 4 GB of address space: 4096 threads' stacks do not fit.
+    let output = Command::new("sh")
+        .args(["-c", &format!("ulimit -v 4000000 && exec {binary} bench sem --locks glibc --threads 1,4096 --seconds 50ms --format json")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("lockmeter: error: cannot run 4096 threads here (thread ") && stderr.contains("ulimit -v"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
 /// One run gives the table to read and the JSON to keep (a 13-minute
 /// scorecard had to run twice for both), the JSON the same report the
 /// table shows, and one `plot` loads.
