@@ -456,6 +456,8 @@ struct Run {
     per_thread_times: Vec<Option<ThreadShare>>,
     wait: Option<WaitSummary>,
     counts: Option<CountsSnapshot>,
+    /// Every worker was pinned to its CPU (with `--pin`).
+    pinned: bool,
 }
 
 /// Time one operation in this many (for `dir`, its first acquisition).
@@ -529,6 +531,9 @@ impl Experiment {
         // The last run, cut short.
         crate::interrupt::check()?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Said only where it held: a pin the kernel refused left the worker
+        // where the scheduler put it.
+        let pinned = self.pin && runs.iter().flatten().all(|run| run.pinned);
         let results = points
             .iter()
             .zip(runs)
@@ -540,7 +545,7 @@ impl Experiment {
             seconds_per_run: self.run.as_secs_f64(),
             repeat: self.repeat,
             points: results,
-            provenance: provenance.finish(self.pin),
+            provenance: provenance.finish(pinned),
         })
     }
 
@@ -605,16 +610,14 @@ impl Experiment {
             let (shared, stop_flag, worker_gate, body) = (shared.clone(), stop.clone(), gate.clone(), body.clone());
             let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
             let spawned = std::thread::Builder::new().spawn(move || {
-                if let Some(cpu) = cpu {
-                    pin_to(cpu);
-                }
+                let pinned = cpu.is_some_and(pin_to);
                 // Read before the gate: a worker that waits long for a CPU
                 // once it opens was runnable all that time, not blocked.
                 let started = ThreadTimes::now();
                 let waits = WaitCounts::new(long_cycles);
                 worker_gate.check_in_and_wait();
                 let (ops, waits) = worker(&shared, &body, index as u64, &stop_flag, waits)?;
-                Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since(stop_flag.started_ns.load(Ordering::Relaxed)))))
+                Ok::<_, String>((ops, waits, started.and_then(|s| s.share_since(stop_flag.started_ns.load(Ordering::Relaxed))), pinned))
             });
             match spawned {
                 Ok(handle) => workers.push(handle),
@@ -654,11 +657,13 @@ impl Experiment {
         let mut per_thread = Vec::with_capacity(point.threads);
         let mut per_thread_times = Vec::with_capacity(point.threads);
         let mut waits = WaitCounts::new(long_cycles);
+        let mut pinned = true;
         for w in workers {
-            let (ops, thread_waits, times) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
+            let (ops, thread_waits, times, thread_pinned) = w.join().map_err(|_| "a benchmark thread panicked".to_string())??;
             per_thread.push(ops);
             per_thread_times.push(times);
             waits.merge(&thread_waits);
+            pinned &= thread_pinned;
         }
         // The run ended at the stop: an operation counts only if it
         // entered its critical section before it. (Read after the joins
@@ -677,6 +682,7 @@ impl Experiment {
             per_thread_times,
             wait,
             counts: shared.lock.counts(),
+            pinned,
         })
     }
 }
@@ -1104,26 +1110,31 @@ fn process_cpu_seconds() -> f64 {
 
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
-    // fills at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Vec::new();
+    // A mask of 1024 CPUs, twice as large while the kernel's is larger
+    // (glibc's cpu_set_t stops at 1024: more CPUs read as none).
+    let mut words = 16;
+    loop {
+        let mut mask = vec![0u64; words];
+        // SAFETY: the kernel writes at most the given size into the mask.
+        let written = unsafe { libc::syscall(libc::SYS_sched_getaffinity, 0, words * 8, mask.as_mut_ptr()) };
+        if written > 0 {
+            return (0..words * 64).filter(|&cpu| mask[cpu / 64] & (1 << (cpu % 64)) != 0).collect();
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) || words >= 1 << 16 {
+            return Vec::new();
+        }
+        words *= 2;
     }
-    // SAFETY: CPU_ISSET reads the set within its size.
-    (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect()
 }
 
-/// Pins the calling thread to `cpu` (best effort: an unpinned worker still
-/// measures correctly).
-fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within
-    // it for cpu < CPU_SETSIZE (allowed_cpus only returns such).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+/// Pins the calling thread to `cpu`; false if the kernel refused (an
+/// unpinned worker still measures correctly, but the report does not
+/// say it was pinned).
+fn pin_to(cpu: usize) -> bool {
+    let mut mask = vec![0u64; cpu / 64 + 1];
+    mask[cpu / 64] |= 1 << (cpu % 64);
+    // SAFETY: the kernel reads the given size of the mask.
+    unsafe { libc::syscall(libc::SYS_sched_setaffinity, 0, mask.len() * 8, mask.as_ptr()) == 0 }
 }
 
 fn summarise(workload: &Workload, point: &Point, runs: Vec<Run>, cores: usize, lock: String) -> PointResult {
@@ -1327,6 +1338,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         stop.now();
         assert_eq!(stop.run_seconds(), seconds);
+    }
+
+    /// The CPUs allowed are read, a pin to one of them holds, and one to a
+    /// CPU the machine does not have is refused and says so.
+    #[test]
+    fn pins_hold_or_say_they_did_not() {
+        let allowed = allowed_cpus();
+        assert!(!allowed.is_empty());
+        let last = *allowed.last().unwrap();
+        let (pinned, now_allowed, refused) = std::thread::spawn(move || (pin_to(last), allowed_cpus(), pin_to(1 << 20))).join().unwrap();
+        assert!(pinned && now_allowed == [last], "{now_allowed:?}");
+        assert!(!refused);
     }
 
     /// A worker whose operations are slow looks at the clock at each
