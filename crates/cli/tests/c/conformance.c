@@ -41,6 +41,16 @@ static int checks;
         CHECK(eq_got_ == eq_want_, "%s is %ld, not %ld", #a, eq_got_, eq_want_); \
     } while (0)
 
+/* A thread that cannot start (a limit on threads or memory) says so:
+ * unchecked, its pthread_t was joined uninitialised (SIGSEGV). */
+static void start_thread(pthread_t *t, void *(*body)(void *), void *arg) {
+    int error = pthread_create(t, NULL, body, arg);
+    if (error) {
+        fprintf(stderr, "FAIL: pthread_create: %s\n", strerror(error));
+        exit(1);
+    }
+}
+
 static long now_ms(clockid_t clock) {
     struct timespec t;
     clock_gettime(clock, &t);
@@ -65,7 +75,7 @@ static void *call(void *arg) {
 static int on_other_thread(int (*fn)(void *), void *arg) {
     pthread_t t;
     void *pair[2] = { (void *)fn, arg }, *result;
-    pthread_create(&t, NULL, call, pair);
+    start_thread(&t, call, pair);
     pthread_join(t, &result);
     return (int)(long)result;
 }
@@ -172,7 +182,7 @@ static void *increment(void *arg) {
 static void exclusion(pthread_mutex_t *m, int threads, int rounds) {
     struct count c = { m, 0, rounds };
     pthread_t t[16];
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, increment, &c);
+    for (int i = 0; i < threads; i++) start_thread(&t[i], increment, &c);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     EQ(c.counter, (long)threads * c.rounds);
 }
@@ -217,8 +227,8 @@ static void *consume(void *arg) {
 static void queue_passes_every_token_once(void) {
     static struct queue q = { .m = PTHREAD_MUTEX_INITIALIZER, .not_empty = PTHREAD_COND_INITIALIZER, .not_full = PTHREAD_COND_INITIALIZER };
     pthread_t p[3], c[3];
-    for (int i = 0; i < 3; i++) pthread_create(&p[i], NULL, produce, &q);
-    for (int i = 0; i < 3; i++) pthread_create(&c[i], NULL, consume, &q);
+    for (int i = 0; i < 3; i++) start_thread(&p[i], produce, &q);
+    for (int i = 0; i < 3; i++) start_thread(&c[i], consume, &q);
     for (int i = 0; i < 3; i++) pthread_join(p[i], NULL);
     for (int i = 0; i < 3; i++) pthread_join(c[i], NULL);
     int once = 1;
@@ -315,7 +325,7 @@ static void *wait_forever(void *arg) {
 static void cancellation(void) {
     pthread_t t;
     void *result;
-    pthread_create(&t, NULL, wait_forever, NULL);
+    start_thread(&t, wait_forever, NULL);
     for (;;) {
         pthread_mutex_lock(&cancel_m);
         int waiting = cancel_waiting;
@@ -356,7 +366,7 @@ static void cancellation_anywhere_in_a_wait(void) {
         void *result;
         racing_c = &c;
         held_in_cleanup = 0;
-        pthread_create(&t, NULL, timed_waits_forever, NULL);
+        start_thread(&t, timed_waits_forever, NULL);
         usleep(rand() % 300);
         EQ(pthread_cancel(t), 0);
         EQ(pthread_join(t, &result), 0);
@@ -398,10 +408,10 @@ static void cancellation_keeps_a_signal(void) {
     for (int i = 0; i < 30; i++) {
         pthread_t a, b;
         two_waiting = two_go = two_done = 0;
-        pthread_create(&a, NULL, wait_until_cancelled, NULL);
+        start_thread(&a, wait_until_cancelled, NULL);
         while (waiting_now() < 1) usleep(100);
         usleep(1000);
-        pthread_create(&b, NULL, wait_for_go, NULL);
+        start_thread(&b, wait_for_go, NULL);
         while (waiting_now() < 2) usleep(100);
         usleep(1000);
         pthread_mutex_lock(&cancel_m);
@@ -438,7 +448,7 @@ static void *hold_briefly(void *arg) {
 static void fork_with_held_locks(void) {
     pthread_atfork(prepare, release, release);
     pthread_t t;
-    pthread_create(&t, NULL, hold_briefly, NULL);
+    start_thread(&t, hold_briefly, NULL);
     usleep(2000);
     pid_t pid = fork();
     if (pid == 0) {
@@ -524,7 +534,7 @@ static void *fork_holding_own(void *arg) {
 static void forks_at_once(void) {
     pthread_barrier_init(&fork_together, NULL, 2);
     pthread_t t[2];
-    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, fork_holding_own, (void *)i);
+    for (long i = 0; i < 2; i++) start_thread(&t[i], fork_holding_own, (void *)i);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     CHECK(forks_gone_wrong == 0, "%d of 400 children found their forking thread's mutex free", forks_gone_wrong);
 }
@@ -599,7 +609,7 @@ static void destroy_after_broadcast(void) {
         pthread_cond_init(&g->c, NULL);
         g->open = 0;
         pthread_t t[3];
-        for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, wait_at_gate, g);
+        for (int i = 0; i < 3; i++) start_thread(&t[i], wait_at_gate, g);
         usleep(100);
         pthread_mutex_lock(&g->m);
         g->open = 1;
@@ -630,7 +640,7 @@ static void owner_dies_during_condvar_wait(void) {
     EQ(pthread_mutex_init(&robust_for_cond, &attr), 0);
     pthread_t t;
     pthread_mutex_lock(&robust_for_cond);
-    pthread_create(&t, NULL, die_holding_robust, NULL);
+    start_thread(&t, die_holding_robust, NULL);
     struct timespec at = in_ms(CLOCK_REALTIME, 100);
     int r = pthread_cond_timedwait(&cond_for_robust, &robust_for_cond, &at);
     EQ(r, EOWNERDEAD);
@@ -667,7 +677,7 @@ static void errno_is_kept(void) {
     pthread_t t[4];
     void *changed;
     long total = 0;
-    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, hammer_keeping_errno, NULL);
+    for (int i = 0; i < 4; i++) start_thread(&t[i], hammer_keeping_errno, NULL);
     for (int i = 0; i < 4; i++) { pthread_join(t[i], &changed); total += (long)changed; }
     EQ(total, 0);
 }
@@ -684,7 +694,7 @@ static void *hold_50ms(void *arg) {
 }
 static void far_future_deadline(void) {
     pthread_t t;
-    pthread_create(&t, NULL, hold_50ms, NULL);
+    start_thread(&t, hold_50ms, NULL);
     while (!__atomic_load_n(&far_held, __ATOMIC_ACQUIRE)) usleep(1000);
     struct timespec far = { .tv_sec = 0x7fffffffffffffffL, .tv_nsec = 999999999L };
     long start = now_ms(CLOCK_MONOTONIC);
@@ -716,7 +726,7 @@ static void shared_condvar_with_a_private_mutex(void) {
     pthread_condattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     EQ(pthread_cond_init(&bridged_c, &attr), 0);
     pthread_t t;
-    pthread_create(&t, NULL, ready_later, NULL);
+    start_thread(&t, ready_later, NULL);
     long start = now_ms(CLOCK_MONOTONIC);
     EQ(pthread_mutex_lock(&bridged_m), 0);
     while (!bridged_ready) EQ(pthread_cond_wait(&bridged_c, &bridged_m), 0);
@@ -765,7 +775,7 @@ static void signals_notify_no_condvar_wait(void) {
             void *returns;
             signalled_ready = 0;
             __atomic_store_n(&signalled_waiting, 0, __ATOMIC_RELEASE);
-            pthread_create(&t, NULL, wait_through_signals, (void *)timed);
+            start_thread(&t, wait_through_signals, (void *)timed);
             while (!__atomic_load_n(&signalled_waiting, __ATOMIC_ACQUIRE)) usleep(1000);
             usleep(5000);
             for (int i = 0; i < 50; i++) {
