@@ -67,7 +67,9 @@ impl Histogram {
 ///  bin     #occurrence     %       #occurrence     %
 ///  11      2               0.00%   120             0.24%
 /// ```
-/// Rows run from the lowest to the highest non-empty bin of any column.
+/// Rows run from the lowest to the highest non-empty bin of any column. A
+/// column is the seed's 24 characters wide, or wider where its title needs
+/// it: titles are printed whole (a caller shortens what would be too long).
 pub fn render_side_by_side(titles: &[&str], histograms: &[&Histogram]) -> String {
     let mut out = String::new();
     let lowest = histograms.iter().filter_map(|h| h.counts.iter().position(|&c| c > 0)).min();
@@ -75,26 +77,31 @@ pub fn render_side_by_side(titles: &[&str], histograms: &[&Histogram]) -> String
     let (Some(lowest), Some(highest)) = (lowest, highest) else {
         return "(no waits recorded)\n".to_string();
     };
+    const COUNT: usize = 16;
+    const SHARE: usize = 8;
+    let widths: Vec<usize> = titles.iter().map(|title| (title.chars().count() + 2).max(COUNT + SHARE)).collect();
     let _ = write!(out, "{:<8}", "");
-    for title in titles {
-        let _ = write!(out, "{title:<24}");
+    for (title, width) in titles.iter().zip(&widths) {
+        let _ = write!(out, "{title:<width$}");
     }
     out.push('\n');
     let _ = write!(out, "{:<8}", "bin");
-    for _ in titles {
-        let _ = write!(out, "{:<16}{:<8}", "#occurrence", "%");
+    for width in &widths {
+        let _ = write!(out, "{:<COUNT$}{:<share$}", "#occurrence", "%", share = width - COUNT);
     }
     out.push('\n');
     for bin in lowest..=highest {
         let _ = write!(out, "{bin:<8}");
-        for h in histograms {
+        for (h, width) in histograms.iter().zip(&widths) {
             let total = h.total().max(1);
             let count = h.counts[bin];
-            let _ = write!(out, "{:<16}{:<8}", count, format!("{:.2}%", 100.0 * count as f64 / total as f64));
+            let share = format!("{:.2}%", 100.0 * count as f64 / total as f64);
+            let _ = write!(out, "{count:<COUNT$}{share:<width$}", width = width - COUNT);
         }
         out.push('\n');
     }
-    out
+    // The last column's padding would end every line in spaces.
+    out.lines().map(|line| format!("{}\n", line.trim_end())).collect()
 }
 
 #[cfg(test)]
@@ -123,5 +130,22 @@ mod tests {
         let text = render_side_by_side(&["adaptive"], &[&h]);
         assert!(text.contains("13      2               50.00%"), "{text}");
         assert!(text.lines().count() == 2 + 8, "bins 13..=20 plus two header lines:\n{text}");
+    }
+
+    /// A title longer than the seed's column is printed whole, and its
+    /// column widens so that every row's cells stay under their title.
+    #[test]
+    fn a_long_title_widens_its_column() {
+        let mut h = Histogram::default();
+        h.record(1 << 13);
+        let long = "connection_pool_statistics_mutex";
+        let text = render_side_by_side(&[long, "q"], &[&h, &h]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains(long), "{text}");
+        let second_title = lines[0].find(" q").unwrap() + 1;
+        assert_eq!(second_title, 8 + long.len() + 2, "{text}");
+        assert_eq!(lines[1].rfind("#occurrence"), Some(second_title), "{text}");
+        assert_eq!(lines[2].rfind("1 "), Some(second_title), "{text}");
+        assert!(lines.iter().all(|line| !line.ends_with(' ')), "{text}");
     }
 }

@@ -247,14 +247,14 @@ fn render_histograms(out: &mut String, locks: &[&LockProfile], how_many: usize) 
     out.push_str(&render_side_by_side(&title_refs, &refs));
 }
 
-/// A histogram's column title: its lock's name, cut to the column. Locks
-/// whose cut names are alike (a program's locks made at one call site,
-/// as Python's are) are told apart by their mean wait, as their rows'
-/// WAIT column prints it.
+/// A histogram's column title: its lock's name, whole up to 40 characters,
+/// past that its start and its end (where a site's file and line, or an
+/// array element's offset, tell locks apart). Locks whose shortened names
+/// are alike (a program's locks made at one call site, as Python's are)
+/// are told apart by their mean wait, as their rows' WAIT column prints it.
 fn histogram_titles(locks: &[&&LockProfile]) -> Vec<String> {
-    const WIDTH: usize = 22;
-    let cut = |name: &str, width: usize| name.chars().take(width).collect::<String>();
-    let plain: Vec<String> = locks.iter().map(|l| cut(&l.name, WIDTH)).collect();
+    const WIDTH: usize = 40;
+    let plain: Vec<String> = locks.iter().map(|l| shorten(&l.name, WIDTH)).collect();
     locks
         .iter()
         .zip(&plain)
@@ -263,9 +263,24 @@ fn histogram_titles(locks: &[&&LockProfile]) -> Vec<String> {
                 return title.clone();
             }
             let wait = micros(lock.counters.wait_ns.mean);
-            format!("{} {wait}", cut(&lock.name, WIDTH.saturating_sub(wait.len() + 1)))
+            format!("{} {wait}", shorten(&lock.name, WIDTH.saturating_sub(wait.len() + 1)))
         })
         .collect()
+}
+
+/// `name` in at most `width` characters: whole if it fits, else its first
+/// two thirds and its last third around an ellipsis.
+fn shorten(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width {
+        return name.to_string();
+    }
+    let tail = width.saturating_sub(1) / 3;
+    let head = width.saturating_sub(1 + tail);
+    let mut short: String = chars[..head].iter().collect();
+    short.push('\u{2026}');
+    short.extend(&chars[chars.len() - tail..]);
+    short
 }
 
 fn render_health(out: &mut String, profile: &Profile) {
@@ -318,18 +333,28 @@ mod tests {
     }
 
     #[test]
-    fn histogram_titles_alike_when_cut_carry_their_mean_wait() {
+    fn histogram_titles_keep_names_whole_and_tell_alike_ones_apart() {
         let lock = |name: &str, mean_ns: f64| {
             let mut lock = LockProfile { name: name.to_string(), ..LockProfile::default() };
             lock.counters.wait_ns.mean = mean_ns;
             lock
         };
         let site = "heap@PyThread_allocate_lock+0x2c (thread_pthread.h:388)";
-        let locks = [lock("table_lock", 5e6), lock(site, 17_745_000.0), lock(site, 9_910_000.0)];
+        let long = "connection_pool_statistics_mutex";
+        let locks = [lock("table_lock", 5e6), lock(site, 17_745_000.0), lock(site, 9_910_000.0), lock(long, 1e3)];
         let refs: Vec<&LockProfile> = locks.iter().collect();
         let titles = histogram_titles(&refs.iter().collect::<Vec<_>>());
-        assert_eq!(titles, ["table_lock", "heap@PyThread_ 17745us", "heap@PyThread_a 9910us"]);
-        assert!(titles.iter().all(|t| t.chars().count() <= 22));
+        assert_eq!(
+            titles,
+            [
+                "table_lock",
+                "heap@PyThread_allocat\u{2026}ead.h:388) 17745us",
+                "heap@PyThread_allocate\u{2026}ead.h:388) 9910us",
+                "connection_pool_statistics_mutex",
+            ]
+        );
+        assert!(titles.iter().all(|t| t.chars().count() <= 40));
+        assert_eq!(shorten(site, 40), "heap@PyThread_allocate_loc\u{2026}thread.h:388)");
     }
 
     /// A condvar and a semaphore are never held: their UTIL and HOLD read
