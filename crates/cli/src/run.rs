@@ -138,6 +138,14 @@ fn stream(options: &RunOptions) -> Option<String> {
     }
 }
 
+/// Whether `run`'s reports go to its own stderr, where its notes go.
+fn goes_to_stderr(options: &RunOptions) -> bool {
+    match options.output.as_deref() {
+        None => true,
+        Some(o) => matches!(crate::args::destination(o), Ok(crate::args::Destination::Descriptor(2))),
+    }
+}
+
 /// Folded stacks of one of several processes, under a frame of their
 /// process: a lock of one name in two processes was one box of their
 /// flame graph.
@@ -824,7 +832,11 @@ pub fn run(options: &RunOptions) -> Result<ExitCode, Failure> {
         } else {
             format!("one --format {} document", format!("{format:?}").to_lowercase())
         };
-        say!("lockmeter: note: no live reports: {stream} takes {why}, the final report");
+        // Not in front of the document itself: a script reading stderr for
+        // it found this line first.
+        if !goes_to_stderr(options) {
+            say!("lockmeter: note: no live reports: {stream} takes {why}, the final report");
+        }
         poll = None;
     }
     let mut shown_ns = None;

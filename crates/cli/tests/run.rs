@@ -1900,6 +1900,13 @@ fn interval_reports_while_the_program_runs() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no live reports"));
     let profile = Profile::from_json(&String::from_utf8_lossy(&output.stdout), "stdout").unwrap();
     assert_eq!(profile.reason, "exit");
+    // On stderr the document is all there is: the note went before it.
+    for stderr in [&["-o", "/dev/stderr"][..], &[]] {
+        let output = lockmeter().args(["run", "--interval", "15ms", "--format", "json"]).args(stderr).arg("--").arg(subjects()).arg("hold").output().unwrap();
+        assert!(output.status.success());
+        let profile = Profile::from_json(&String::from_utf8_lossy(&output.stderr), "stderr").unwrap();
+        assert_eq!(profile.reason, "exit");
+    }
     // Folded stacks in a stream: the final report's only. Each snapshot
     // counts every wait since the start, and a flame graph adds up every
     // line (the waiter's 200 ms read 800 over four reports).
