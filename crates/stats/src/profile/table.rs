@@ -175,7 +175,8 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
             out.push('\n');
         }
         if sites.len() > options.sites_per_role {
-            let _ = writeln!(out, "{:>96}  ({} more sites {verb})", "", sites.len() - options.sites_per_role);
+            let more = sites.len() - options.sites_per_role;
+            let _ = writeln!(out, "{:>96}  ({more} more site{} {verb})", "", if more == 1 { "" } else { "s" });
         }
     }
 }
@@ -355,6 +356,22 @@ mod tests {
         );
         assert!(titles.iter().all(|t| t.chars().count() <= 40));
         assert_eq!(shorten(site, 40), "heap@PyThread_allocate_loc\u{2026}thread.h:388)");
+    }
+
+    /// Sites past `sites_per_role` are counted in one line, in the
+    /// singular for one ("1 more sites waited at" before).
+    #[test]
+    fn sites_left_out_are_counted() {
+        let rendered = |waiters: usize| {
+            let site = |i: usize| SiteProfile { site: format!("worker+0x{i:x}"), role: Role::Waiter, ..SiteProfile::default() };
+            let lock = LockProfile { name: "l".into(), kind: Kind::Mutex, sites: (0..waiters).map(site).collect(), ..LockProfile::default() };
+            let mut out = String::new();
+            render_lock(&mut out, &lock, 1_000_000, &TableOptions { sites_per_role: 2, ..TableOptions::default() });
+            out
+        };
+        assert!(rendered(3).contains("(1 more site waited at)"), "{}", rendered(3));
+        assert!(rendered(4).contains("(2 more sites waited at)"), "{}", rendered(4));
+        assert!(!rendered(2).contains("more site"), "{}", rendered(2));
     }
 
     /// A condvar and a semaphore are never held: their UTIL and HOLD read
