@@ -603,6 +603,26 @@ fn a_condvar_wait_is_a_release_and_a_reacquisition() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("queue_cond (cond)"));
 }
 
+/// C11 `<threads.h>` locks are glibc's pthread ones called inside libc:
+/// profiled and served as those (a C11 program's report said no lock was
+/// used, and `--lock` served none of its locks).
+#[test]
+fn c11_mutexes_and_condvars_are_profiled_and_served() {
+    for served in [None, Some("adaptive")] {
+        let (output, profile) = profile_served("c11", served);
+        assert!(output.status.success(), "{served:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let mutex = lock(&profile, "c11_lock");
+        assert_eq!(mutex.counters.acquisitions, 5, "{served:?}: consumer, signaller, re-acquisition, holder, waiter");
+        assert_eq!(mutex.counters.contended, 1, "{served:?}");
+        within(mutex.counters.wait_ns.max, 80, 220, "the waiter's wait for the holder");
+        assert!(mutex.sites.iter().any(|s| s.role == Role::Waiter && s.site.starts_with("c11_waiter+")), "{served:?}: the program's call site");
+        let cond = lock(&profile, "c11_cond");
+        assert_eq!(cond.counters.acquisitions, 1, "{served:?}");
+        within(cond.counters.wait_ns.total, 80, 220, "the condvar wait");
+        assert_eq!(mutex.counters.spin.is_some(), served.is_some(), "{served:?}: served, a wait says whether it spun");
+    }
+}
+
 #[test]
 fn semaphores_count_waits_and_refusals() {
     let (_, profile) = profile(&["sem"]);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -793,6 +794,86 @@ static void signals_notify_no_condvar_wait(void) {
     }
 }
 
+/* C11 <threads.h>: glibc's mtx_* and cnd_* are its pthread functions on
+ * the same objects, served and profiled as those, their results thrd_*
+ * (a preload library that left them alone served none of a C11 program's
+ * locks). */
+static mtx_t c11_m;
+static cnd_t c11_c;
+static int c11_ready;
+static long c11_count;
+static int c11_trylock(void *m) {
+    int result = mtx_trylock(m);
+    if (result == thrd_success) mtx_unlock(m);
+    return result;
+}
+static int c11_timedlock(void *m) {
+    struct timespec at = in_ms(CLOCK_REALTIME, 20);
+    int result = mtx_timedlock(m, &at);
+    if (result == thrd_success) mtx_unlock(m);
+    return result;
+}
+static int c11_increment(void *m) {
+    for (int i = 0; i < 20000; i++) {
+        mtx_lock(m);
+        c11_count++;
+        mtx_unlock(m);
+    }
+    return 0;
+}
+static int c11_consumer(void *unused) {
+    (void)unused;
+    mtx_lock(&c11_m);
+    while (c11_ready == 0) cnd_wait(&c11_c, &c11_m);
+    c11_ready = 2;
+    mtx_unlock(&c11_m);
+    return 0;
+}
+static void c11_semantics(void) {
+    mtx_t m, recursive;
+    EQ(mtx_init(&m, mtx_timed), thrd_success);
+    EQ(mtx_lock(&m), thrd_success);
+    EQ(on_other_thread(c11_trylock, &m), thrd_busy);
+    EQ(on_other_thread(c11_timedlock, &m), thrd_timedout);
+    EQ(mtx_unlock(&m), thrd_success);
+    EQ(on_other_thread(c11_trylock, &m), thrd_success);
+    thrd_t t[2];
+    for (int i = 0; i < 2; i++) EQ(thrd_create(&t[i], c11_increment, &m), thrd_success);
+    for (int i = 0; i < 2; i++) EQ(thrd_join(t[i], NULL), thrd_success);
+    EQ(c11_count, 40000);
+    mtx_destroy(&m);
+
+    EQ(mtx_init(&recursive, mtx_plain | mtx_recursive), thrd_success);
+    EQ(mtx_lock(&recursive), thrd_success);
+    EQ(mtx_trylock(&recursive), thrd_success);
+    EQ(on_other_thread(c11_trylock, &recursive), thrd_busy);
+    EQ(mtx_unlock(&recursive), thrd_success);
+    EQ(on_other_thread(c11_trylock, &recursive), thrd_busy);
+    EQ(mtx_unlock(&recursive), thrd_success);
+    EQ(on_other_thread(c11_trylock, &recursive), thrd_success);
+    mtx_destroy(&recursive);
+
+    EQ(mtx_init(&c11_m, mtx_plain), thrd_success);
+    EQ(cnd_init(&c11_c), thrd_success);
+    EQ(mtx_lock(&c11_m), thrd_success);
+    struct timespec at = in_ms(CLOCK_REALTIME, 10);
+    EQ(cnd_timedwait(&c11_c, &c11_m, &at), thrd_timedout);
+    EQ(on_other_thread(c11_trylock, &c11_m), thrd_busy); /* held again */
+    EQ(mtx_unlock(&c11_m), thrd_success);
+    thrd_t consumer;
+    EQ(thrd_create(&consumer, c11_consumer, NULL), thrd_success);
+    usleep(20000);
+    EQ(mtx_lock(&c11_m), thrd_success);
+    c11_ready = 1;
+    EQ(cnd_signal(&c11_c), thrd_success);
+    EQ(mtx_unlock(&c11_m), thrd_success);
+    EQ(thrd_join(consumer, NULL), thrd_success);
+    EQ(c11_ready, 2);
+    EQ(cnd_broadcast(&c11_c), thrd_success);
+    cnd_destroy(&c11_c);
+    mtx_destroy(&c11_m);
+}
+
 int main(void) {
     pthread_mutexattr_t attr;
     pthread_mutex_t normal, recursive, errorcheck;
@@ -834,6 +915,7 @@ int main(void) {
     SECTION(far_future_deadline());
     SECTION(signals_notify_no_condvar_wait());
     SECTION(shared_condvar_with_a_private_mutex());
+    SECTION(c11_semantics());
     printf("ok: %d checks\n", checks);
     return 0;
 }

@@ -1398,6 +1398,48 @@ static int cancel_stepped(void) {
 }
 #endif
 
+#include <threads.h>
+
+/* c11: C11 <threads.h> locks. A consumer waits on c11_cond for a flag
+ * set 100 ms in; then main holds c11_lock 100 ms while a thread waits
+ * for it. */
+static mtx_t c11_lock;
+static cnd_t c11_cond;
+static int c11_flag;
+
+static int c11_consumer(void *unused) {
+    (void)unused;
+    mtx_lock(&c11_lock);
+    while (!c11_flag) cnd_wait(&c11_cond, &c11_lock);
+    mtx_unlock(&c11_lock);
+    return 0;
+}
+
+static int c11_waiter(void *unused) {
+    (void)unused;
+    mtx_lock(&c11_lock);
+    mtx_unlock(&c11_lock);
+    return 0;
+}
+
+static int c11(void) {
+    thrd_t t;
+    if (mtx_init(&c11_lock, mtx_plain) != thrd_success || cnd_init(&c11_cond) != thrd_success) return 1;
+    thrd_create(&t, c11_consumer, NULL);
+    sleep_ms(100);
+    mtx_lock(&c11_lock);
+    c11_flag = 1;
+    cnd_signal(&c11_cond);
+    mtx_unlock(&c11_lock);
+    thrd_join(t, NULL);
+    mtx_lock(&c11_lock);
+    thrd_create(&t, c11_waiter, NULL);
+    sleep_ms(100);
+    mtx_unlock(&c11_lock);
+    thrd_join(t, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (!strcmp(mode, "nonblocking_stdout")) return nonblocking_stdout();
@@ -1414,6 +1456,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "heap")) return heap();
     if (!strcmp(mode, "rwlock")) return rwlock();
     if (!strcmp(mode, "cond")) return cond();
+    if (!strcmp(mode, "c11")) return c11();
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "alloc_threads")) return alloc_threads();

@@ -944,6 +944,8 @@ unsafe extern "C" fn sem_trywait_impl(s: Sem, pc: usize) -> c_int {
     result
 }
 
+mod c11;
+
 // Leaving without exit handlers.
 
 /// Exported: writes the profile, then leaves as `_exit` does.
