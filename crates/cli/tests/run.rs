@@ -582,6 +582,20 @@ fn an_rwlock_has_read_and_write_rows() {
     within(write.hold_ns.max, 140, 250, "the writer's hold");
 }
 
+/// The delay a read hold causes is the writers' wait through it, every
+/// round (the interleaving that lost it, two readers woken together, is
+/// forced in the profiler's unit test; here, the real path).
+#[test]
+fn read_holds_delay_the_writers_they_keep_waiting() {
+    let (output, profile) = profile(&["readers_delay"]);
+    assert!(output.status.success());
+    let lock = lock(&profile, "delay_rw");
+    let (read, write) = (lock.read.as_ref().unwrap(), lock.write.as_ref().unwrap());
+    assert_eq!(write.contended, 8, "the writer waits once a round");
+    within(write.wait_ns.total, 8 * 25, 8 * 45, "the writer's waits");
+    within(read.delay_ns, 8 * 25, 8 * 45, "the read holds' delay of the writer, every round");
+}
+
 #[test]
 fn a_condvar_wait_is_a_release_and_a_reacquisition() {
     let (_, profile) = profile(&["cond"]);

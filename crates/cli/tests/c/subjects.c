@@ -1398,6 +1398,36 @@ static int cancel_stepped(void) {
 }
 #endif
 
+/* readers_delay: 8 rounds: main write-holds delay_rw 50 ms while two
+ * readers queue for it; they then read-hold it 10 and 35 ms side by
+ * side, and main, asking to write 5 ms after its release, waits about
+ * 30 ms for the second. */
+static pthread_rwlock_t delay_rw = PTHREAD_RWLOCK_INITIALIZER;
+
+static void *delay_reader(void *longer) {
+    pthread_rwlock_rdlock(&delay_rw);
+    sleep_ms(longer ? 35 : 10);
+    pthread_rwlock_unlock(&delay_rw);
+    return NULL;
+}
+
+static int readers_delay(void) {
+    for (int i = 0; i < 8; i++) {
+        pthread_t a, b;
+        pthread_rwlock_wrlock(&delay_rw);
+        pthread_create(&a, NULL, delay_reader, NULL);
+        pthread_create(&b, NULL, delay_reader, (void *)1);
+        sleep_ms(50);
+        pthread_rwlock_unlock(&delay_rw);
+        sleep_ms(5);
+        pthread_rwlock_wrlock(&delay_rw);
+        pthread_rwlock_unlock(&delay_rw);
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+    }
+    return 0;
+}
+
 #include <threads.h>
 
 /* c11: C11 <threads.h> locks. A consumer waits on c11_cond for a flag
@@ -1457,6 +1487,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "rwlock")) return rwlock();
     if (!strcmp(mode, "cond")) return cond();
     if (!strcmp(mode, "c11")) return c11();
+    if (!strcmp(mode, "readers_delay")) return readers_delay();
     if (!strcmp(mode, "fork")) return forks(argv[0]);
     if (!strcmp(mode, "child")) return child();
     if (!strcmp(mode, "alloc_threads")) return alloc_threads();

@@ -153,7 +153,7 @@ fn exclusive(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -> c_
 
 #[inline(always)]
 fn waited_exclusive(profiler: &super::Profiler, kind: Kind, address: usize, pc: usize, block: impl FnOnce() -> c_int) -> c_int {
-    let started = profiler.begin_wait(kind, address, pc);
+    let started = profiler.begin_wait(kind, address, pc, kind == Kind::Rwlock);
     let result = block();
     let (now, waited) = profiler.end_wait(started, result == 0 || result == libc::EOWNERDEAD);
     if result == libc::EOWNERDEAD {
@@ -205,7 +205,7 @@ fn shared(
         Outcome::Busy => {}
         Outcome::TimedOut | Outcome::Failed => return tried,
     }
-    let started = profiler.begin_wait(kind, address, pc);
+    let started = profiler.begin_wait(kind, address, pc, false);
     let result = cancellable(profiler, started, None, block);
     let errno = errno();
     let (now, waited) = profiler.end_wait(started, matches!(outcome(result), Outcome::Acquired));
@@ -357,7 +357,7 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
         profiler.acquired_exclusive(Kind::Mutex, m as usize, pc, Acquired::NoWait, None);
         return 0;
     }
-    let started = profiler.begin_wait(Kind::Mutex, m as usize, pc);
+    let started = profiler.begin_wait(Kind::Mutex, m as usize, pc, false);
     let result = block();
     let (now, waited) = profiler.end_wait(started, result == 0);
     match result {
@@ -679,7 +679,7 @@ fn cond(c: Cond, m: Mutex, pc: usize, wait: impl FnOnce() -> c_int) -> c_int {
     let Some(profiler) = active() else { return wait() };
     let release = profiler.releasing_exclusive(Kind::Mutex, m as usize);
     profiler.released(release);
-    let started = profiler.begin_wait(Kind::Cond, c as usize, pc);
+    let started = profiler.begin_wait(Kind::Cond, c as usize, pc, false);
     let result = cancellable(profiler, started, Some((m as usize, pc)), wait);
     let (now, waited) = profiler.end_wait(started, result == 0);
     match result {

@@ -1082,8 +1082,8 @@ fn oncpu_use(replacing: Option<lockmeter_locks::Algorithm>) -> Option<profile::O
 fn in_progress(users: &[&ThreadBlock], index: u32, record: &table::LockRecord, units: &Units, duration_ns: u64) -> Option<profile::InProgress> {
     let now = clock::cycles();
     let mut progress = profile::InProgress::default();
-    progress.waiters = record.clock.now().count();
-    progress.waited_ns = units.ns(record.clock.waited_so_far(now)).min(progress.waiters.saturating_mul(duration_ns));
+    progress.waiters = record.clocks.all.now().count();
+    progress.waited_ns = units.ns(record.clocks.all.waited_so_far(now)).min(progress.waiters.saturating_mul(duration_ns));
     for mine in users.iter().map(|b| b.lock(index)) {
         if mine.holding.load(Relaxed) != 0 {
             progress.holders += 1;
