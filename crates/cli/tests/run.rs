@@ -227,7 +227,7 @@ fn a_lock_of_another_kind_in_a_freed_locks_memory_is_a_lock_of_its_own() {
 /// program unloads it with dlclose (they read `heap@0x7f... (first
 /// use)` and raw addresses: the profile names addresses as it is written,
 /// when the library is gone), and a lock of another library loaded at its
-/// address since is a lock of its own.
+/// address since is a lock of its own, with sites of its own.
 #[test]
 fn an_unloaded_librarys_locks_keep_their_names() {
     let dir = scratch("unload");
@@ -245,12 +245,12 @@ fn an_unloaded_librarys_locks_keep_their_names() {
         assert!(gcc.status().unwrap().success(), "{name}.c compiles");
         output
     };
-    let plugin = build(
-        "#include <pthread.h>\npthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;\n\
-         void plugin_work(void) { for (int i = 0; i < 10; i++) { pthread_mutex_lock(&plugin_lock); pthread_mutex_unlock(&plugin_lock); } }\n",
-        "plugin",
-        true,
-    );
+    let plugin_source = "#include <pthread.h>\npthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;\n\
+         void plugin_work(void) { for (int i = 0; i < 10; i++) { pthread_mutex_lock(&plugin_lock); pthread_mutex_unlock(&plugin_lock); } }\n";
+    let plugin = build(plugin_source, "plugin", true);
+    // Laid out as the plugin is (names of the same length), and loaded
+    // after it, where it was.
+    let twin = build(&plugin_source.replace("plugin", "twinlb"), "twinlb", true);
     // Initialises its lock and never takes it.
     let idle = build(
         "#include <pthread.h>\npthread_mutex_t idle_lock;\nvoid idle_work(void) { pthread_mutex_init(&idle_lock, 0); }\n",
@@ -273,7 +273,7 @@ fn an_unloaded_librarys_locks_keep_their_names() {
            work(); dlclose(h);\n\
          }\n\
          int main(int argc, char **argv) {\n\
-           (void)argc; run(argv[1], \"plugin_work\"); run(argv[2], \"idle_work\"); run(argv[3], \"other_work\");\n\
+           (void)argc; run(argv[1], \"plugin_work\"); run(argv[4], \"twinlb_work\"); run(argv[2], \"idle_work\"); run(argv[3], \"other_work\");\n\
            pid_t child = fork();\n\
            if (child == 0) { for (int i = 0; i < 4; i++) { pthread_mutex_lock(&main_lock); pthread_mutex_unlock(&main_lock); } return 0; }\n\
            waitpid(child, 0, 0); return 0;\n\
@@ -283,7 +283,7 @@ fn an_unloaded_librarys_locks_keep_their_names() {
     );
     let file = dir.join("profile.json");
     let output =
-        lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(&main).arg(&plugin).arg(&idle).arg(&other).output().unwrap();
+        lockmeter().args(["run", "--format", "json", "-o"]).arg(&file).arg("--").arg(&main).arg(&plugin).arg(&idle).arg(&other).arg(&twin).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let profile = Profile::load(&file).unwrap();
     let names: Vec<(&str, u64)> = profile.locks.iter().map(|l| (l.name.as_str(), l.counters.acquisitions)).collect();
@@ -292,6 +292,12 @@ fn an_unloaded_librarys_locks_keep_their_names() {
     assert!(names.contains(&("other_lock", 3)), "{names:?}");
     let plugin_lock = lock(&profile, "plugin_lock");
     assert!(plugin_lock.sites.iter().all(|s| s.site.starts_with("plugin_work+0x")), "{:?}", plugin_lock.sites);
+    // The twin, at the plugin's addresses: its own lock and sites (both
+    // read as one `plugin_lock [2 locks]` of 20, at the plugin's lines).
+    assert!(names.contains(&("twinlb_lock", 10)), "{names:?}");
+    let twin_lock = lock(&profile, "twinlb_lock");
+    assert!(!twin_lock.sites.is_empty() && twin_lock.sites.iter().all(|s| s.site.starts_with("twinlb_work+0x")), "{:?}", twin_lock.sites);
+    assert_eq!(plugin_lock.locks, 1);
     // Loaded where the idle library was, the other library's lock is a
     // lock of its own: the idle one retired as its library went, though
     // no thread ever counted it (it continued that record, generation 1).

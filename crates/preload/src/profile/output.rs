@@ -1161,8 +1161,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         stacks_of.entry(lock).or_default().push(StackProfile { frames, sources, contended, wait_ns: units.ns(wait) });
     }
     // Names of what unloaded objects held, resolved as they went.
-    let (unloaded_locks, unloaded_code) = super::unloaded::names(profiler);
-    let mut code_names: HashMap<usize, super::symbols::CodeSite> = unloaded_code;
+    let unloaded = super::unloaded::names(profiler);
+    let mut code_names: HashMap<usize, super::symbols::CodeSite> = HashMap::new();
     let mut code = |pc: usize| code_names.entry(pc).or_insert_with(|| symbols.code(pc)).clone();
     let mut locks = Vec::new();
     let mut events = 0;
@@ -1219,8 +1219,9 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         }
         events += total.acquisitions + total.reject + total.timeout;
         let first = record.first_site.load(Relaxed);
-        let name = unloaded_locks.get(&tables.slot_of(record)).cloned().or_else(|| symbols.data(address)).unwrap_or_else(|| {
-            let site = code(first);
+        let slot = tables.slot_of(record);
+        let name = unloaded.locks.get(&slot).cloned().or_else(|| symbols.data(address)).unwrap_or_else(|| {
+            let site = unloaded.firsts.get(&slot).cloned().unwrap_or_else(|| code(first));
             let origin = if record.flags.load(Relaxed) & table::INIT_SEEN != 0 { "" } else { " (first use)" };
             let line = match (&site.file, site.line) {
                 (Some(file), Some(line)) => format!(" ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
@@ -1230,7 +1231,8 @@ fn build(profiler: &Profiler, reason: &str) -> Profile {
         });
         let mut sites = Vec::new();
         for (pc, sum) in &sites_sums {
-            let rows = site_rows(sum, &units, &code(*pc), *pc, waits);
+            let site = unloaded.sites.get(&(index, *pc)).cloned().unwrap_or_else(|| code(*pc));
+            let rows = site_rows(sum, &units, &site, *pc, waits);
             // A condvar wait is all waiting: its "holder" row would repeat it.
             sites.extend(rows.into_iter().filter(|r| kind != Kind::Cond || r.role == Role::Waiter));
         }

@@ -373,6 +373,11 @@ pub fn kind_of(record: &LockRecord) -> u32 {
 pub const RETIRED: u32 = 1;
 /// Flag: the record was created by an init call (its site names it).
 pub const INIT_SEEN: u32 = 2;
+/// Flag (with RETIRED): the lock's object was unloaded. A lock at its
+/// address since is another object's, whatever its first use: never the
+/// record's later lifetime (a library loaded where another had been,
+/// laid out alike, had its locks counted as the first's).
+pub const UNLOADED: u32 = 4;
 
 /// One lock: its identity and the clock of its waiters (written only by
 /// threads that wait).
@@ -927,13 +932,22 @@ impl Tables {
     /// first left the other live for good, charged with every later lock
     /// at the address.
     pub fn retire(&self, address: usize) {
+        self.retire_with(address, RETIRED);
+    }
+
+    /// The lock at `address` went with its object (see [`UNLOADED`]).
+    pub fn retire_unloaded(&self, address: usize) {
+        self.retire_with(address, RETIRED | UNLOADED);
+    }
+
+    fn retire_with(&self, address: usize, flags: u32) {
         let mut slot = home(address as u64, self.locks.len());
         for _ in 0..MAX_PROBE {
             let record = &self.locks[slot];
             match record.key.load(Acquire) {
                 0 => return,
                 key if key == address => {
-                    record.flags.fetch_or(RETIRED, Relaxed);
+                    record.flags.fetch_or(flags, Relaxed);
                 }
                 _ => {}
             }
@@ -1100,6 +1114,19 @@ mod tests {
         assert_eq!(tables.lock(0x2000, 0, 5, None).unwrap().0, live);
         assert_eq!(record.flags.load(Relaxed) & RETIRED, RETIRED);
         assert_eq!(record.later_lifetimes.load(Relaxed), 1);
+    }
+
+    /// A lock whose object was unloaded is never continued, though a lock
+    /// at its address is first used by the same line (another library,
+    /// laid out alike, loaded where it was).
+    #[test]
+    fn a_lock_of_an_unloaded_object_is_not_continued() {
+        let tables = Tables::new(DEFAULT_MAX_LOCKS).unwrap();
+        let (first, record) = tables.lock(0x4000, 0, 5, None).unwrap();
+        tables.retire_unloaded(0x4000);
+        let (next, next_record) = tables.lock(0x4000, 0, 5, None).unwrap();
+        assert_ne!(next, first);
+        assert_eq!((next_record.generation.load(Relaxed), record.later_lifetimes.load(Relaxed)), (1, 0));
     }
 
     #[test]

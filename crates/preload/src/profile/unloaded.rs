@@ -21,8 +21,14 @@ pub struct Names {
     /// Lock record slot -> the variable's name (by slot, not number: a
     /// lock initialised and never taken has no number, and is named too).
     pub locks: HashMap<u32, String>,
-    /// Return address -> the call site.
-    pub code: HashMap<usize, CodeSite>,
+    /// (Lock number, return address) -> the call site: by lock, as the
+    /// profile counts sites (a library loaded where an unloaded one had
+    /// been has code at the same addresses, and its sites read as the
+    /// first's).
+    pub sites: HashMap<(u32, usize), CodeSite>,
+    /// Lock record slot -> the call site that first used or initialised
+    /// the lock (naming a lock in no object).
+    pub firsts: HashMap<u32, CodeSite>,
 }
 
 static NAMES: Mutex<Option<Names>> = Mutex::new(None);
@@ -60,40 +66,47 @@ pub fn closing(profiler: &Profiler, handle: *mut libc::c_void, close: impl FnOnc
         .map(|(_, record)| (tables.slot_of(record), record.key.load(Relaxed)))
         .filter(|&(_, key)| symbols.in_object_at(bias, key))
         .collect();
-    let firsts = tables.all_locks().map(|(_, record)| record.first_site.load(Relaxed));
-    let pcs: Vec<usize> = tables.all_sites().map(|(_, pc, _)| pc).chain(firsts).filter(|&pc| symbols.in_object_at(bias, pc)).collect();
+    let firsts: Vec<(u32, usize)> = tables
+        .all_locks()
+        .map(|(_, record)| (tables.slot_of(record), record.first_site.load(Relaxed)))
+        .filter(|&(_, pc)| symbols.in_object_at(bias, pc))
+        .collect();
+    let sites: Vec<(u32, usize)> = tables.all_sites().map(|(lock, pc, _)| (lock, pc)).filter(|&(_, pc)| symbols.in_object_at(bias, pc)).collect();
     {
         let mut names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let names = names.get_or_insert_with(Names::default);
         if names.epoch != profiler.epoch {
-            names.locks.clear();
-            names.epoch = profiler.epoch;
+            *names = Names { epoch: profiler.epoch, ..Names::default() };
         }
         for &(slot, key) in &locks {
             if let Some(name) = symbols.data(key) {
                 names.locks.entry(slot).or_insert(name);
             }
         }
-        for pc in pcs {
-            names.code.entry(pc).or_insert_with(|| symbols.code(pc));
+        for (slot, pc) in firsts {
+            names.firsts.entry(slot).or_insert_with(|| symbols.code(pc));
+        }
+        for site in sites {
+            names.sites.entry(site).or_insert_with(|| symbols.code(site.1));
         }
     }
     let closed = close();
     if closed == 0 && !Symbolizer::new().has_object_at(bias) {
         for (_, key) in locks {
-            tables.retire(key);
+            tables.retire_unloaded(key);
         }
     }
     closed
 }
 
-/// The names kept (see [`closing`]): the locks' that `profiler` numbered,
-/// and the call sites'.
-pub fn names(profiler: &Profiler) -> (HashMap<u32, String>, HashMap<usize, CodeSite>) {
+/// The names kept (see [`closing`]) of what `profiler` numbered: locks,
+/// first uses and call sites.
+pub fn names(profiler: &Profiler) -> Names {
     let names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     match names.as_ref() {
-        Some(names) if names.epoch == profiler.epoch => (names.locks.clone(), names.code.clone()),
-        Some(names) => (HashMap::new(), names.code.clone()),
-        None => Default::default(),
+        Some(names) if names.epoch == profiler.epoch => {
+            Names { epoch: names.epoch, locks: names.locks.clone(), sites: names.sites.clone(), firsts: names.firsts.clone() }
+        }
+        _ => Names::default(),
     }
 }
