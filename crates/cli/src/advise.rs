@@ -9,7 +9,7 @@ use lockmeter_bench::plot::{self, Ratio};
 use lockmeter_locks::Algorithm;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// glibc's own locks (the program run as it is), or one of ours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,28 @@ struct Run {
     metric: Option<f64>,
 }
 
+/// How one run of a variant went: measured, or stopped past its time.
+enum Outcome {
+    Ran(Run),
+    /// Killed at its limit, `wall` seconds in.
+    Stopped { wall: f64 },
+}
+
+/// A variant's run is stopped once it has lasted this many times glibc's
+/// run of the same round...
+const STOP_AT_TIMES_GLIBC: f64 = 10.0;
+/// ...and this much longer than it (a few-millisecond CMD's start-up
+/// moves by more than 10x).
+const STOP_SLACK: Duration = Duration::from_secs(1);
+
+/// A variant stopped past its time: it runs no more, and is in no verdict.
+#[derive(Clone, Copy)]
+struct Stopped {
+    round: usize,
+    wall: f64,
+    glibc_wall: f64,
+}
+
 /// CMD's standard input for one run: --input opened afresh, or none.
 fn stdin(options: &Options) -> Result<std::process::Stdio, Failure> {
     Ok(match &options.input {
@@ -98,7 +120,9 @@ fn stdin(options: &Options) -> Result<std::process::Stdio, Failure> {
     })
 }
 
-fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> Result<Run, Failure> {
+/// Runs CMD once under `variant`, killed (its process group) once it has
+/// run `limit`.
+fn run_once(options: &Options, variant: Variant, library: &std::path::Path, limit: Option<Duration>) -> Result<Outcome, Failure> {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt};
     let program = &options.command[0];
     let mut command = std::process::Command::new(program);
@@ -129,10 +153,14 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
     // Timed to CMD's end, not to the end of its output: a process it
     // left running in the background keeps the pipes open (`sleep 1 &`
     // read a second for every variant).
-    let (status, ended) = crate::stop::wait(&mut child).map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
+    let (status, ended, killed) = crate::stop::wait_until(&mut child, limit.map(|limit| start + limit))
+        .map_err(|e| Failure::runtime(format!("waiting for {}: {e}", program.to_string_lossy())))?;
     let wall = ended.duration_since(start).as_secs_f64();
     let cpu = children_cpu() - before;
     let (stdout, stderr) = (stdout.finish(), stderr.finish());
+    if killed {
+        return Ok(Outcome::Stopped { wall });
+    }
     if !status.success() {
         let how = match (status.code(), status.signal()) {
             (Some(code), _) => format!("exit status {code}"),
@@ -175,7 +203,7 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path) -> R
             Some(value)
         }
     };
-    Ok(Run { wall, cpu, metric })
+    Ok(Outcome::Ran(Run { wall, cpu, metric }))
 }
 
 /// CPU seconds used by finished children so far.
@@ -318,10 +346,19 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     }
     // Interleaved: every variant runs once before any runs twice, so a slow
     // moment of the machine falls on all of them alike.
+    // A variant far slower than glibc (a spinlock oversubscribed ran a
+    // program 200 times as long) is stopped, and runs no more: one such
+    // variant made a default run of all seven last hours.
+    let mut stopped: Vec<Option<Stopped>> = vec![None; options.variants.len()];
     for round in 0..rounds {
+        let mut glibc_wall = None;
         for (i, &variant) in options.variants.iter().enumerate() {
+            if stopped[i].is_some() {
+                continue;
+            }
             progress.step(&format!("round {}/{rounds}: {}", round + 1, variant.name()));
-            let run = run_once(options, variant, &library);
+            let limit = glibc_wall.map(|glibc: f64| Duration::from_secs_f64(glibc * STOP_AT_TIMES_GLIBC).max(Duration::from_secs_f64(glibc) + STOP_SLACK));
+            let run = run_once(options, variant, &library, limit);
             // A stop ends CMD too (^C from the terminal, SIGTERM passed
             // on): its failure is the stop's, not the variant's.
             if crate::stop::requested().is_some() {
@@ -329,7 +366,13 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                 return Err(interrupted(round * options.variants.len() + i));
             }
             match run {
-                Ok(run) => runs[i].push(run),
+                Ok(Outcome::Ran(run)) => {
+                    if variant == Variant::Glibc {
+                        glibc_wall = Some(run.wall);
+                    }
+                    runs[i].push(run);
+                }
+                Ok(Outcome::Stopped { wall }) => stopped[i] = Some(Stopped { round, wall, glibc_wall: glibc_wall.unwrap_or(0.0) }),
                 Err(failure) => {
                     progress.finish();
                     return Err(failure);
@@ -372,6 +415,15 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
         let mut line = format!("{:<12}", variant.name());
+        if let Some(s) = stopped[i] {
+            outln!(
+                "{line} stopped in round {}: {:.1} s, over {STOP_AT_TIMES_GLIBC}x glibc's {:.3} s; not run again, in no verdict",
+                s.round + 1,
+                s.wall,
+                s.glibc_wall
+            );
+            continue;
+        }
         for &(_, _, get) in &measures {
             let mut values: Vec<f64> = runs[i].iter().filter_map(get).collect();
             let value = median(&mut values);
@@ -387,12 +439,15 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // The recommendation: by the metric if given, else by wall time.
     let (name, higher_is_better, get) = *measures.last().filter(|_| options.metric.is_some()).unwrap_or(&measures[0]);
     let mut best: Option<(usize, f64)> = None;
-    for i in 1..options.variants.len() {
+    for i in (1..options.variants.len()).filter(|&i| stopped[i].is_none()) {
         let (med, _, _) = paired(i, get).summary();
         let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
         if best.is_none_or(|(_, b)| better(med, b)) {
             best = Some((i, med));
         }
+    }
+    if best.is_none() && stopped.iter().any(Option::is_some) {
+        outln!("Keep glibc's locks: every one of ours tried was stopped, far slower than glibc's.");
     }
     if let Some((i, med)) = best {
         let pairs = paired(i, get);
@@ -446,6 +501,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     }
     let (title_measure, get) = if options.metric.is_some() { ("metric", measures[2].2) } else { ("wall time", measures[0].2) };
     let bars: Vec<Ratio> = (0..options.variants.len())
+        .filter(|&i| stopped[i].is_none())
         .map(|i| {
             let (median, low, high) = if i == 0 { (1.0, 1.0, 1.0) } else { paired(i, get).summary() };
             Ratio { label: options.variants[i].name().to_string(), median, low, high }

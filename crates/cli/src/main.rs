@@ -305,7 +305,10 @@ enum Command {
     /// round by 3% or more, over enough rounds that the best of those
     /// tried would do so by luck at most 5% of the time (5 rounds for one,
     /// 8 for all seven; it says how many can tell); otherwise it says the
-    /// differences are noise.
+    /// differences are noise. A variant still running at 10 times
+    /// glibc's wall time of its round (and 1 s more) is stopped there, its
+    /// process group killed, and runs no more: the table says so, and it
+    /// is in no verdict and no plot.
     /// A plot of the ratios is drawn to --plot. CMD runs many times, so its
     /// standard input is empty (/dev/null), or --input FILE, read afresh
     /// each run.
@@ -317,8 +320,8 @@ enum Command {
     /// in stderr, from its first group that matched (else the whole
     /// match).
     ///
-    /// Exit status: 0 when every round ran and the plot, if any, was
-    /// written, whatever the verdict (its first words say it:
+    /// Exit status: 0 when every round ran (or stopped a variant so) and
+    /// the plot, if any, was written, whatever the verdict (its first words say it:
     /// "Recommendation:", "Keep glibc's locks", "No recommendation"); 1
     /// when CMD failed under some lock, --metric found no throughput in
     /// its output, or the plot could not be written; 2 for bad options;

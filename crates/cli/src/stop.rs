@@ -67,10 +67,21 @@ pub fn install() {
 /// its output pipes open makes no difference), at the instant returned
 /// with its status.
 pub fn wait(child: &mut std::process::Child) -> std::io::Result<(std::process::ExitStatus, std::time::Instant)> {
+    wait_until(child, None).map(|(status, ended, _)| (status, ended))
+}
+
+/// As [`wait`]; at `deadline`, if it comes first, the child's group is
+/// killed (SIGKILL) and the wait goes on to its end: the third value says
+/// whether it was.
+pub fn wait_until(
+    child: &mut std::process::Child,
+    deadline: Option<std::time::Instant>,
+) -> std::io::Result<(std::process::ExitStatus, std::time::Instant, bool)> {
     let pid = child.id() as i32;
     CHILD.store(pid, Ordering::SeqCst);
     // A stop that came before it started goes to it now.
     pass_on(pid, SIGNAL.load(Ordering::SeqCst));
+    let killed = deadline.is_some_and(|deadline| ended_before(pid, deadline));
     let ended = loop {
         // SAFETY: a zeroed siginfo_t is a valid buffer for waitid to fill.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -86,7 +97,42 @@ pub fn wait(child: &mut std::process::Child) -> std::io::Result<(std::process::E
     };
     CHILD.store(0, Ordering::SeqCst);
     let ended = ended?;
-    Ok((child.wait()?, ended))
+    Ok((child.wait()?, ended, killed))
+}
+
+/// Waits for unreaped child `pid` to end until `deadline`, through a
+/// descriptor of the process (ready the instant it ends, where a polled
+/// wait would add its period to the time measured). At the deadline its
+/// group is killed: returns whether it was. (Without process descriptors,
+/// before Linux 5.3, there is no deadline.)
+fn ended_before(pid: i32, deadline: std::time::Instant) -> bool {
+    // SAFETY: pidfd_open of our own child, which is not reaped until the
+    // caller's wait: the pid is its own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    if fd < 0 {
+        return false;
+    }
+    let killed = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut ready = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // Rounded up: a deadline a fraction of a millisecond away is not
+        // reached by a poll of 0 ms.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut ready, 1, ms) } {
+            n if n > 0 => break false,
+            0 if std::time::Instant::now() >= deadline => {
+                // SAFETY: the child is unreaped, so its pid and its group's
+                // id are still its own.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                break true;
+            }
+            _ => {} // interrupted (a stop, passed on), or early
+        }
+    };
+    // SAFETY: our own descriptor, closed once.
+    unsafe { libc::close(fd) };
+    killed
 }
 
 /// The stop that came, if one did.

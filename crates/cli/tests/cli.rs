@@ -340,6 +340,35 @@ fn advise_times_cmd_and_reads_the_metric_from_its_own_stream() {
     assert_eq!(fields[5], "12.000", "the last match, in stdout: {glibc}");
 }
 
+/// A variant far slower than glibc is stopped (its process group
+/// killed) and runs no more: a spinlock oversubscribed ran a program 200
+/// times as long, and a default advise of all seven lasted hours.
+#[test]
+fn advise_stops_a_variant_far_slower_than_glibc() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.slow", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("pid");
+    let script = format!("if [ \"$LOCKMETER_LOCK\" = spin ]; then echo $$ >> {}; exec sleep 30; fi", pid_file.display());
+    let started = std::time::Instant::now();
+    let out = lockmeter()
+        .current_dir("/proc")
+        .args(["advise", "--locks", "futex,spin", "--repeat", "3", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
+    let spin = text.lines().find(|l| l.starts_with("spin")).unwrap_or_else(|| panic!("{text}"));
+    assert!(spin.contains("stopped in round 1: ") && spin.contains("not run again, in no verdict"), "{spin}");
+    assert!(text.lines().any(|l| l.starts_with("futex ") && l.contains('x')), "futex measured: {text}");
+    let pids = std::fs::read_to_string(&pid_file).unwrap();
+    assert_eq!(pids.lines().count(), 1, "spin ran once: {pids}");
+    let program: i32 = pids.trim().parse().unwrap();
+    // SAFETY: probing a pid with signal 0.
+    assert!(unsafe { libc::kill(program, 0) } != 0, "the stopped program was left running");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A stop (SIGTERM) of advise is passed on to the program running, no
 /// other run starts, its scratch directory goes, and advise dies of it
 /// (the program ran on, orphaned, and advise's files stayed).
