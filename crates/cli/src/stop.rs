@@ -127,7 +127,9 @@ fn ended_before(pid: i32, deadline: std::time::Instant) -> bool {
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
                 break true;
             }
-            _ => {} // interrupted (a stop, passed on), or early
+            0 => {} // early
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {} // a stop, passed on
+            _ => break false, // no deadline then: the wait goes on to the end
         }
     };
     // SAFETY: our own descriptor, closed once.
