@@ -117,7 +117,9 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
             render_lock(&mut out, lock, profile.duration_ns, options);
         }
         if locks.len() < used {
-            let _ = writeln!(out, "({} more locks waited less than {}, --min-wait)", used - locks.len(), span(options.min_wait_ns));
+            let more = used - locks.len();
+            let locks = if more == 1 { "1 more lock".to_string() } else { format!("{more} more locks") };
+            let _ = writeln!(out, "({locks} waited less than {}, --min-wait)", span(options.min_wait_ns));
         }
         render_histograms(&mut out, &locks, options.histograms);
     }
@@ -367,6 +369,25 @@ mod tests {
         );
         assert!(titles.iter().all(|t| t.chars().count() <= 40));
         assert_eq!(shorten(site, 40), "heap@PyThread_allocate_loc\u{2026}thread.h:388)");
+    }
+
+    /// Locks left out by --min-wait are counted, one in the singular.
+    #[test]
+    fn locks_left_out_by_min_wait_are_counted() {
+        let lock = |name: &str, wait_ns: u64| {
+            let mut lock = LockProfile { name: name.into(), kind: Kind::Mutex, ..LockProfile::default() };
+            lock.counters.acquisitions = 1;
+            lock.counters.wait_ns.total = wait_ns;
+            lock
+        };
+        let table = |locks: Vec<LockProfile>| {
+            let profile = Profile { locks, duration_ns: 1_000_000_000, ..Profile::default() };
+            render_table(&profile, &TableOptions { min_wait_ns: 1_000_000, ..TableOptions::default() })
+        };
+        let one = table(vec![lock("a", 5_000_000), lock("b", 0)]);
+        assert!(one.contains("(1 more lock waited less than 1.0ms, --min-wait)"), "{one}");
+        let two = table(vec![lock("a", 5_000_000), lock("b", 0), lock("c", 10)]);
+        assert!(two.contains("(2 more locks waited less than 1.0ms, --min-wait)"), "{two}");
     }
 
     /// A mutex taken back inside condvar waits says so under its row.
