@@ -354,6 +354,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let mut glibc_wall = None;
         for (i, &variant) in options.variants.iter().enumerate() {
             if stopped[i].is_some() {
+                progress.skip();
                 continue;
             }
             progress.step(&format!("round {}/{rounds}: {}", round + 1, variant.name()));

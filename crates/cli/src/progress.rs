@@ -53,6 +53,12 @@ impl Progress {
         }
     }
 
+    /// Counts a step that will not run (a variant stopped for good): the
+    /// count ends at its total.
+    pub fn skip(&mut self) {
+        self.done += 1;
+    }
+
     /// Clears the line.
     pub fn finish(&self) {
         if self.visible {
