@@ -363,13 +363,29 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
     // run that failed before the watchdog's first look lasted microseconds
     // and read 241,830,065 acquisitions a second.
     let start = Instant::now();
+    // A stop asked while threads start ends the starting: thousands of
+    // spinning threads left the starter so little CPU that spawning them
+    // all took a minute, and ^C waited for it.
+    let stopped = || {
+        let asked = crate::interrupt::requested().is_some();
+        if asked {
+            arena.stop.store(true, SeqCst);
+        }
+        asked
+    };
     for (i, count) in per_thread.iter().enumerate() {
+        if stopped() {
+            break;
+        }
         handles.push(std::thread::spawn(move || {
             count.store(writer(arena, i, seed), Relaxed);
             finished.fetch_add(1, Relaxed);
         }));
     }
     for p in 0..pairs {
+        if stopped() {
+            break;
+        }
         handles.push(std::thread::spawn(move || {
             producer(arena, writers + p, p as u64 + 1);
             finished.fetch_add(1, Relaxed);
@@ -379,6 +395,8 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
             finished.fetch_add(1, Relaxed);
         }));
     }
+    // (Fewer than `total` where a stop cut the starting short.)
+    let total = handles.len();
     // The watchdog.
     let mut last: Vec<(u64, Instant)> = arena.progress.iter().map(|p| (p.load(Relaxed), start)).collect();
     // (A stop asked of the process, ^C in the demo, ends it early too.)
@@ -402,8 +420,10 @@ fn torture<L: Tortured>(config: &Config) -> Outcome {
     arena.not_empty.notify_all();
     arena.not_full.notify_all();
     let seconds = start.elapsed().as_secs_f64();
-    let give_up = Instant::now() + config.stall;
-    while finished.load(Relaxed) < total as u64 && Instant::now() < give_up {
+    // (A stall too long for the clock never gives up: a panic lost the
+    // run that had ended.)
+    let give_up = Instant::now().checked_add(config.stall);
+    while finished.load(Relaxed) < total as u64 && give_up.is_none_or(|give_up| Instant::now() < give_up) && crate::interrupt::requested().is_none() {
         std::thread::sleep(Duration::from_millis(5));
     }
     if finished.load(Relaxed) == total as u64 {
@@ -480,6 +500,15 @@ fn waited_past_the_stall(longest_wait: Duration, stall: Duration) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stall bound too long for the clock never gives up (it panicked
+    /// once the run had ended, losing it).
+    #[test]
+    fn a_stall_bound_past_the_clocks_range_is_no_bound() {
+        let outcome =
+            run(&Config { subject: Subject::Ours(Algorithm::Futex), threads: 2, duration: Duration::from_millis(20), seed: 1, stall: Duration::MAX });
+        assert!(outcome.violation.is_none() && outcome.acquisitions > 0, "{outcome:?}");
+    }
 
     #[test]
     fn a_wait_longer_than_the_stall_bound_fails_the_run() {

@@ -40,9 +40,11 @@ pub struct Options {
     pub json: bool,
 }
 
-/// "300 ms", "5 s", "1.5 s".
+/// "10 us", "300 ms", "5 s", "1.5 s".
 fn seconds(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
+    if d < Duration::from_millis(1) {
+        format!("{} us", d.as_micros())
+    } else if d < Duration::from_secs(1) {
         format!("{} ms", d.as_millis())
     } else {
         format!("{} s", (d.as_secs_f64() * 10.0).round() / 10.0)
@@ -95,6 +97,11 @@ pub fn torture(options: &Options) -> Result<bool, String> {
             // short: its figures are not a result.
             if lockmeter_bench::interrupt::requested().is_some() {
                 progress.finish();
+                // The runs that ended are kept, in JSON as in the table
+                // (JSON came only at the end, and a stop lost every run).
+                if options.json {
+                    outln!("{}", serde_json::to_string_pretty(&outcomes).map_err(|e| e.to_string())?);
+                }
                 return Err("interrupted".into());
             }
             if !options.json {

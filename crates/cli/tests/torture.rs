@@ -74,6 +74,31 @@ fn a_stop_ends_the_torture_at_once_and_says_so() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("torture interrupted"), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// A stop keeps the runs that ended in JSON too (nothing was printed,
+/// and the message said they were above), and one asked while
+/// thousands of spinning threads start ends it at once (the starting
+/// took a minute first).
+#[test]
+fn a_stop_keeps_the_json_of_the_runs_that_ended_and_cuts_the_starting_short() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let stop_after = |args: &[&str], after_ms: u64| {
+        let child = lockmeter().args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        let stopped = std::time::Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.signal(), Some(libc::SIGINT));
+        (output, stopped.elapsed())
+    };
+    let (output, _) = stop_after(&["torture", "--lock", "futex,adaptive,mcs", "--seconds", "300ms", "--threads", "2", "--format", "json"], 800);
+    let outcomes: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
+    let ended = outcomes.as_array().unwrap().len();
+    assert!((1..3).contains(&ended), "{ended} runs kept");
+    let (output, took) = stop_after(&["torture", "--lock", "spin", "--seconds", "20s", "--threads", "2048"], 300);
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?} after the stop: {}", String::from_utf8_lossy(&output.stderr));
+}
+
 #[test]
 fn json_output_has_one_outcome_per_run() {
     let output = lockmeter()
