@@ -19,7 +19,7 @@ pub fn duration(text: &str) -> Result<Duration, String> {
         "us" | "µs" => 1e-6,
         "ns" => 1e-9,
         "m" | "min" => 60.0,
-        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ns, us, ms, s or min)")),
+        _ => return Err(format!("'{text}': unknown unit '{unit}' (use ns, us, ms, s, or m or min for minutes)")),
     };
     if !value.is_finite() || value < 0.0 {
         return Err(format!("'{text}' is not a duration (it must be zero or positive)"));
@@ -350,6 +350,8 @@ mod tests {
         assert_eq!(duration("500us"), Ok(Duration::from_micros(500)));
         assert!(duration("fast").unwrap_err().contains("not a duration"));
         assert!(duration("3 weeks").unwrap_err().contains("unknown unit"));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)), "m is minutes, as the error for an unknown unit says");
+        assert!(duration("3 weeks").unwrap_err().contains("m or min for minutes"));
         assert!(duration("-1s").is_err());
         assert!(duration("NaNs").is_err());
         assert!(positive_duration("0s").is_err());

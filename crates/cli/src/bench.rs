@@ -555,6 +555,10 @@ pub fn plot_saved(
     let text = std::fs::read_to_string(report)
         .map_err(|e| Failure::usage(format!("reading {}: {}", report.display(), lockmeter_stats::profile::io_reason(&e))))?;
     let mut report = parse_saved_report(&text).map_err(|why| Failure::usage(format!("reading {}: {why}", report.display())))?;
+    // (A report of no points drew a title over nothing, and said done.)
+    if report.points.is_empty() {
+        return Err(Failure::usage("nothing to draw: the report has no points"));
+    }
     // As `bench` takes them: an option that would change nothing is a
     // mistake to say (an empty --locks drew no lines, --threads without a
     // histogram was dropped).

@@ -33,6 +33,11 @@ pub enum Action {
 
 fn group_id(name: &str) -> Result<u32, String> {
     if let Ok(gid) = name.parse::<u32>() {
+        // (gid_t)-1 is chown's "leave the group as it is": accepted, the
+        // request did nothing.
+        if gid == u32::MAX {
+            return Err(format!("--group {name}: not a group id"));
+        }
         return Ok(gid);
     }
     let c_name = std::ffi::CString::new(name).map_err(|_| format!("--group {name:?}: not a group name"))?;
@@ -149,5 +154,18 @@ fn status(sample: Duration) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (gid_t)-1 left the table's group as it was, and `enable` said done.
+    #[test]
+    fn a_group_id_that_changes_nothing_is_refused() {
+        assert_eq!(group_id("0"), Ok(0));
+        assert!(group_id("4294967295").unwrap_err().contains("not a group id"));
+        assert!(group_id("no-such-group-here").unwrap_err().contains("no such group"));
     }
 }

@@ -617,6 +617,12 @@ fn plot_redraws_a_saved_report_and_rejects_other_files() {
     let out = lockmeter().args(["bench", "pair", "--quick", "--format", "json", "-o"]).arg(&pair).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     usage_error(&[pair.as_ref(), "--throughput".as_ref(), svg.as_ref()], "a pair report has nothing to plot");
+    // A report of no points (it drew a title over nothing, exit 0).
+    let mut empty: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    empty["points"] = serde_json::json!([]);
+    let empty_file = dir.join("empty.json");
+    std::fs::write(&empty_file, empty.to_string()).unwrap();
+    usage_error(&[empty_file.as_ref(), "--throughput".as_ref(), svg.as_ref()], "nothing to draw: the report has no points");
     let bytes = std::fs::read(&json).unwrap();
     std::fs::write(&json, &bytes[..bytes.len() / 2]).unwrap();
     usage_error(&[json.as_ref(), "--throughput".as_ref(), svg.as_ref()], "not a lockmeter bench JSON report");
