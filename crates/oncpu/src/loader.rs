@@ -218,6 +218,10 @@ pub fn enable(group: Option<u32>) -> Result<Enabled, LoadError> {
     let _serialised = PinDirLock::take()?;
     quiet_libbpf();
     check_pid_namespace()?;
+    // (Said as "removing a pin: Not a directory" before.)
+    if fs::symlink_metadata(PIN_DIR).is_ok_and(|m| !m.is_dir()) {
+        return Err(LoadError::new("mounting the pin directory", format!("{PIN_DIR} exists and is not a directory: remove it"), None));
+    }
     if open_pinned_link().is_some() && Path::new(PINNED_TABLE).exists() {
         // Without --group, keep the group it has.
         let kept = {
@@ -393,9 +397,10 @@ fn disable_locked() -> Result<bool, LoadError> {
     // The directory goes too; it is not a sign that anything was loaded
     // (an empty one is left by a failed mount), and one holding files
     // that are not the table's is left as it is: they are not ours.
+    // A file of that name is not ours either.
     match fs::remove_dir(PIN_DIR) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::DirectoryNotEmpty => {}
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::NotADirectory) => {}
         Err(e) => return Err(LoadError::io("removing /run/lockmeter", e)),
     }
     Ok(found)
@@ -410,7 +415,8 @@ fn open_pinned_link() -> Option<Link> {
 fn remove_pin(path: &str) -> Result<bool, LoadError> {
     match fs::remove_file(path) {
         Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        // (ENOTDIR: PIN_DIR is a file, with nothing pinned under it.)
+        Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => Ok(false),
         Err(e) => Err(LoadError::io("removing a pin", e)),
     }
 }
@@ -512,6 +518,8 @@ pub fn status(sample_for: Duration) -> Status {
         Err(_) => {
             status.reason = Some(match fs::metadata(PIN_DIR) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => "not loaded (`lockmeter oncpu enable` loads it)".to_string(),
+                // (Said to root as "not readable by this user" before.)
+                Ok(meta) if !meta.is_dir() => format!("not loaded: {PIN_DIR} is not a directory (a file left there?)"),
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                     format!("{PIN_DIR} is not readable by this user (root and the table's group may read it)")
                 }
