@@ -1744,13 +1744,16 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
     one_line_error(&lockmeter().arg("report").arg(dir.join("corrupt.json")).output().unwrap(), 2, "truncated");
     std::fs::write(dir.join("other.json"), "{\"hello\": 1}").unwrap();
     one_line_error(&lockmeter().arg("report").arg(dir.join("other.json")).output().unwrap(), 2, "not a valid lockmeter profile");
+    // (An empty file read as "truncated".)
+    std::fs::write(dir.join("empty.json"), "").unwrap();
+    one_line_error(&lockmeter().arg("report").arg(dir.join("empty.json")).output().unwrap(), 2, "is empty: no profile was written to it");
     let out = dir.join("never.svg");
     one_line_error(
         &lockmeter().arg("report").arg(dir.join("corrupt.json")).args(["--format", "flamegraph", "-o"]).arg(&out).output().unwrap(),
         2,
         "truncated",
     );
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no partial file left behind");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3, "no partial file left behind");
 }
 
 #[test]

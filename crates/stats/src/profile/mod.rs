@@ -370,6 +370,10 @@ impl std::fmt::Display for ReadError {
 impl Profile {
     /// Parses a profile from JSON text; `origin` names it in errors.
     pub fn from_json(text: &str, origin: &str) -> Result<Profile, ReadError> {
+        // (An empty file read as "truncated", as if a profile had begun.)
+        if text.trim().is_empty() {
+            return Err(ReadError(format!("{origin} is empty: no profile was written to it")));
+        }
         let profile: Profile = serde_json::from_str(text).map_err(|e| {
             let what = if e.is_eof() { "is truncated" } else { "is not a valid lockmeter profile" };
             ReadError(format!("{origin} {what} (line {}, column {}: {})", e.line(), e.column(), first_clause(&e.to_string())))
