@@ -372,7 +372,8 @@ enum Command {
     /// waits spun or slept. `busted`, a deliberately broken lock, must fail.
     /// Exit status 0 when every run was clean, 1 (naming the violation and
     /// the seed) otherwise. ^C, SIGTERM or SIGHUP ends the run in progress
-    /// at once, and it dies of the signal.
+    /// at once (and the starting of its threads), keeps the runs that
+    /// ended (table rows, or the JSON of them), and it dies of the signal.
     ///
     /// Examples:
     ///   lockmeter torture                                  (every algorithm, 4 threads, 5 s)
