@@ -531,6 +531,9 @@ fn hints(e: &clap::Error) -> String {
             ContextKind::InvalidSubcommand if text == "report" || text == "plot" => {
                 format!("a saved report is `lockmeter {text} FILE`")
             }
+            // (An option that takes any value, given none, lists none:
+            // "possible values: " with nothing after it.)
+            ContextKind::ValidValue if text.trim().is_empty() => continue,
             ContextKind::ValidValue => format!("possible values: {text}"),
             ContextKind::SuggestedValue | ContextKind::SuggestedArg | ContextKind::SuggestedSubcommand => {
                 format!("did you mean '{}'", text.trim_matches('\''))

@@ -128,6 +128,8 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     // the values allowed, and what was meant.
     one_line(&["run", "--format", "jsn", "--", "true"], "; possible values: table, json, csv, folded, pprof, flamegraph; did you mean 'json' (see");
     one_line(&["run", "--frame", "3", "--", "true"], "did you mean '--frames'");
+    // An option of any value given none lists no values ("possible values: ").
+    one_line(&["run", "-o", "", "--", "true"], "but none was supplied (see lockmeter run --help)");
     one_line(&["bnch"], "unrecognized subcommand 'bnch'; did you mean 'bench' (see lockmeter --help)");
     // Bounds no run could honour or report (1us read "stalled 0 ms"; a
     // 0 s sample printed "0 ns per run" as if measured).
