@@ -1921,7 +1921,21 @@ fn stacks_of_contended_acquisitions_with_frames() {
 /// profile as a live one).
 #[test]
 fn interval_reports_while_the_program_runs() {
-    let output = lockmeter().args(["run", "--interval", "15ms", "--"]).arg(subjects()).arg("hold").output().unwrap();
+    // The program's own length says whether the host stalled it: a run
+    // of 0.75 s instead of 0.25 (a loaded machine) had 3 live tables, all
+    // in its first 50 ms. Such a run is made again, up to twice.
+    let final_seconds = |stderr: &str| -> f64 {
+        let last = stderr.lines().rfind(|l| l.starts_with("lockmeter: ") && l.contains(" s, ") && !l.ends_with("written at interval"));
+        last.and_then(|l| l.split(", ").nth(1)?.trim_end_matches(" s").parse().ok()).unwrap_or(f64::INFINITY)
+    };
+    let mut attempts = 0;
+    let output = loop {
+        attempts += 1;
+        let output = lockmeter().args(["run", "--interval", "15ms", "--"]).arg(subjects()).arg("hold").output().unwrap();
+        if attempts == 3 || final_seconds(&String::from_utf8_lossy(&output.stderr)) < 0.4 {
+            break output;
+        }
+    };
     assert!(output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     let headers: Vec<&str> = stderr.lines().filter(|l| l.starts_with("lockmeter: ") && l.contains(" s, ")).collect();
