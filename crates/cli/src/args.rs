@@ -36,9 +36,9 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A duration of a millisecond or more: a bound the torture's watchdog
-/// (which looks every 20 ms) reports in milliseconds (1us read "stalled
-/// 0 ms" and failed a thread for waiting "0.000 s").
+/// A duration of a millisecond or more, for what is reported in
+/// milliseconds: the torture's stall bound (1us read "stalled 0 ms" and
+/// failed a thread for waiting "0.000 s"), the on-CPU table's sample.
 pub fn millisecond_or_more(text: &str) -> Result<Duration, String> {
     let d = duration(text)?;
     if d < Duration::from_millis(1) {

@@ -25,8 +25,10 @@ pub enum Action {
     /// Exit status: 0 when loaded (or pinned and mappable by this user), 1
     /// when not.
     Status {
-        /// How long to sample the program's run count and cost.
-        #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = crate::args::positive_duration)]
+        /// How long to sample the program's run count and cost (1ms or
+        /// more: the sample is reported in milliseconds, and 1ns read a
+        /// rate over "0 ms").
+        #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = crate::args::millisecond_or_more)]
         sample: Duration,
     },
 }

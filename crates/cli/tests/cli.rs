@@ -134,7 +134,8 @@ fn usage_errors_name_what_is_missing_or_wrong() {
     // Bounds no run could honour or report (1us read "stalled 0 ms"; a
     // 0 s sample printed "0 ns per run" as if measured).
     one_line(&["torture", "--stall", "1us"], "must be 1ms or more");
-    one_line(&["oncpu", "status", "--sample", "0s"], "must be longer than zero");
+    one_line(&["oncpu", "status", "--sample", "0s"], "must be 1ms or more");
+    one_line(&["oncpu", "status", "--sample", "1ns"], "must be 1ms or more");
     let out = lockmeter().output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
