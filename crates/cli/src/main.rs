@@ -306,9 +306,9 @@ enum Command {
     /// tried would do so by luck at most 5% of the time (5 rounds for one,
     /// 8 for all seven; it says how many can tell); otherwise it says the
     /// differences are noise. A variant still running at 10 times
-    /// glibc's wall time of its round (and 1 s more) is stopped there, its
-    /// process group killed, and runs no more: the table says so, and it
-    /// is in no verdict and no plot.
+    /// glibc's wall time of its round (and at least 1 s past it) is
+    /// stopped there, its process group killed, and runs no more: the
+    /// table says so, and it is in no verdict and no plot.
     /// A plot of the ratios is drawn to --plot. CMD runs many times, so its
     /// standard input is empty (/dev/null), or --input FILE, read afresh
     /// each run.
