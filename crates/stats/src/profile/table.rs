@@ -118,8 +118,7 @@ pub fn render_table(profile: &Profile, options: &TableOptions) -> String {
         }
         if locks.len() < used {
             let more = used - locks.len();
-            let locks = if more == 1 { "1 more lock".to_string() } else { format!("{more} more locks") };
-            let _ = writeln!(out, "({locks} waited less than {}, --min-wait)", span(options.min_wait_ns));
+            let _ = writeln!(out, "({} waited less than {}, --min-wait)", counted(more as u64, "more lock"), span(options.min_wait_ns));
         }
         render_histograms(&mut out, &locks, options.histograms);
     }
@@ -181,7 +180,7 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
         }
         if sites.len() > options.sites_per_role {
             let more = sites.len() - options.sites_per_role;
-            let _ = writeln!(out, "{:>96}  ({more} more site{} {verb})", "", if more == 1 { "" } else { "s" });
+            let _ = writeln!(out, "{:>96}  ({} {verb})", "", counted(more as u64, "more site"));
         }
     }
 }
@@ -200,28 +199,31 @@ fn timed_out(c: &Counters, kind: Kind) -> String {
 /// TOTAL counts them, NOWAIT and CON do not (TOTAL 3, NOWAIT 2 beside CON
 /// 0% said nothing of why).
 fn reacquired(count: u64) -> String {
-    let times = if count == 1 { "1 acquisition" } else { &format!("{count} acquisitions") };
-    format!("taken back inside condvar waits: {times} of TOTAL, in neither NOWAIT nor CON (any wait for it there is in the condvar's WAIT)")
+    format!("taken back inside condvar waits: {} of TOTAL, in neither NOWAIT nor CON (any wait for it there is in the condvar's WAIT)", counted(count, "acquisition"))
 }
 
 /// A lock's holds and waits in progress, as a row's label: "now: held
 /// by 1 thread (2.50 s so far); 1 thread waiting (2.40 s so far)".
 fn in_progress(now: &super::InProgress, kind: Kind) -> String {
-    let threads = |n: u64| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
     let mut parts = Vec::new();
     if now.holders > 0 {
         let since = if now.held_ns > 0 { format!(" ({} so far)", span(now.held_ns)) } else { String::new() };
-        parts.push(format!("held by {}{since}", threads(now.holders)));
+        parts.push(format!("held by {}{since}", counted(now.holders, "thread")));
     }
     if now.readers > 0 {
-        parts.push(format!("{} read hold{} open", now.readers, if now.readers == 1 { "" } else { "s" }));
+        parts.push(format!("{} open", counted(now.readers, "read hold")));
     }
     if now.waiters > 0 {
         let what = if kind == Kind::Cond { "waiting for a signal" } else { "waiting" };
         let each = if now.waiters == 1 { "so far" } else { "so far in all" };
-        parts.push(format!("{} {what} ({} {each})", threads(now.waiters), span(now.waited_ns)));
+        parts.push(format!("{} {what} ({} {each})", counted(now.waiters, "thread"), span(now.waited_ns)));
     }
     format!("now: {}", parts.join("; "))
+}
+
+/// "1 thread", "2 threads": `n` of `noun`, in the plural but for one.
+fn counted(n: u64, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
 /// A duration for people: µs under a millisecond, then ms, then s.
@@ -371,6 +373,13 @@ mod tests {
         assert_eq!(shorten(site, 40), "heap@PyThread_allocate_loc\u{2026}thread.h:388)");
     }
 
+    /// One lock's rows, in a run of 1 ms.
+    fn rendered(lock: &LockProfile, options: &TableOptions) -> String {
+        let mut out = String::new();
+        render_lock(&mut out, lock, 1_000_000, options);
+        out
+    }
+
     /// Locks left out by --min-wait are counted, one in the singular.
     #[test]
     fn locks_left_out_by_min_wait_are_counted() {
@@ -394,10 +403,7 @@ mod tests {
     #[test]
     fn reacquisitions_in_condvar_waits_are_explained() {
         let rendered = |reacquired: u64| {
-            let lock = LockProfile { name: "m".into(), kind: Kind::Mutex, cond_reacquire: reacquired, ..LockProfile::default() };
-            let mut out = String::new();
-            render_lock(&mut out, &lock, 1_000_000, &TableOptions::default());
-            out
+            rendered(&LockProfile { name: "m".into(), kind: Kind::Mutex, cond_reacquire: reacquired, ..LockProfile::default() }, &TableOptions::default())
         };
         assert!(rendered(1).contains("taken back inside condvar waits: 1 acquisition of TOTAL"), "{}", rendered(1));
         assert!(rendered(8).contains("8 acquisitions of TOTAL"), "{}", rendered(8));
@@ -411,9 +417,7 @@ mod tests {
         let rendered = |waiters: usize| {
             let site = |i: usize| SiteProfile { site: format!("worker+0x{i:x}"), role: Role::Waiter, ..SiteProfile::default() };
             let lock = LockProfile { name: "l".into(), kind: Kind::Mutex, sites: (0..waiters).map(site).collect(), ..LockProfile::default() };
-            let mut out = String::new();
-            render_lock(&mut out, &lock, 1_000_000, &TableOptions { sites_per_role: 2, ..TableOptions::default() });
-            out
+            rendered(&lock, &TableOptions { sites_per_role: 2, ..TableOptions::default() })
         };
         assert!(rendered(3).contains("(1 more site waited at)"), "{}", rendered(3));
         assert!(rendered(4).contains("(2 more sites waited at)"), "{}", rendered(4));
@@ -428,9 +432,7 @@ mod tests {
         let row = |kind: Kind| {
             let mut lock = LockProfile { name: "l".into(), kind, ..LockProfile::default() };
             lock.counters.acquisitions = 3;
-            let mut out = String::new();
-            render_lock(&mut out, &lock, 1_000_000, &TableOptions::default());
-            out.lines().next().unwrap().split_whitespace().take(3).map(str::to_string).collect::<Vec<_>>()
+            rendered(&lock, &TableOptions::default()).lines().next().unwrap().split_whitespace().take(3).map(str::to_string).collect::<Vec<_>>()
         };
         assert_eq!(row(Kind::Cond), ["-", "0.00%", "-"]);
         assert_eq!(row(Kind::Sem), ["-", "0.00%", "-"]);
@@ -460,9 +462,7 @@ mod tests {
         };
         let lines = |site: SiteProfile| {
             let lock = LockProfile { name: "l".into(), kind: Kind::Mutex, counters: Counters { acquisitions: 1, ..Counters::default() }, sites: vec![site], ..LockProfile::default() };
-            let mut out = String::new();
-            render_lock(&mut out, &lock, 1_000_000, &TableOptions::default());
-            out
+            rendered(&lock, &TableOptions::default())
         };
         assert!(lines(site(50, 0)).contains("refused at tryer+0x10"), "{}", lines(site(50, 0)));
         assert!(lines(site(50, 2)).contains("waited at tryer+0x10"), "{}", lines(site(50, 2)));

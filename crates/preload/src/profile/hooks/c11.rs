@@ -33,26 +33,27 @@ fn thrd_result(error: c_int) -> c_int {
     }
 }
 
-with_call_site!(mtx_lock, "rsi" => c11_mtx_lock);
-with_call_site!(mtx_trylock, "rsi" => c11_mtx_trylock);
-with_call_site!(mtx_timedlock, "rdx" => c11_mtx_timedlock);
+/// `$export`, an entry point with the program's call site in `$register`,
+/// whose target `$target` is its pthread twin `$twin` (`$abi`: a wait
+/// that is a cancellation point unwinds).
+macro_rules! twin_with_call_site {
+    ($abi:literal $export:ident, $register:literal => $target:ident($($arg:ident: $type:ty),*) = $twin:ident) => {
+        with_call_site!($export, $register => $target);
+
+        unsafe extern $abi fn $target($($arg: $type,)* pc: usize) -> c_int {
+            // SAFETY: the program's own arguments, an `mtx_t` being a
+            // `pthread_mutex_t` and a `cnd_t` a `pthread_cond_t`.
+            thrd_result(unsafe { $twin($($arg,)* pc) })
+        }
+    };
+}
+
+twin_with_call_site!("C" mtx_lock, "rsi" => c11_mtx_lock(m: Mutex) = mutex_lock);
+twin_with_call_site!("C" mtx_trylock, "rsi" => c11_mtx_trylock(m: Mutex) = mutex_trylock);
+twin_with_call_site!("C" mtx_timedlock, "rdx" => c11_mtx_timedlock(m: Mutex, at: Time) = mutex_timedlock);
+twin_with_call_site!("C-unwind" cnd_wait, "rdx" => c11_cnd_wait(c: Cond, m: Mutex) = cond_wait);
+twin_with_call_site!("C-unwind" cnd_timedwait, "rcx" => c11_cnd_timedwait(c: Cond, m: Mutex, at: Time) = cond_timedwait);
 with_call_site!(mtx_init, "rdx" => c11_mtx_init);
-with_call_site!(cnd_wait, "rdx" => c11_cnd_wait);
-with_call_site!(cnd_timedwait, "rcx" => c11_cnd_timedwait);
-
-unsafe extern "C" fn c11_mtx_lock(m: Mutex, pc: usize) -> c_int {
-    // SAFETY (every call in this file): the program's own arguments, an
-    // `mtx_t` being a `pthread_mutex_t` and a `cnd_t` a `pthread_cond_t`.
-    thrd_result(unsafe { mutex_lock(m, pc) })
-}
-
-unsafe extern "C" fn c11_mtx_trylock(m: Mutex, pc: usize) -> c_int {
-    thrd_result(unsafe { mutex_trylock(m, pc) })
-}
-
-unsafe extern "C" fn c11_mtx_timedlock(m: Mutex, at: Time, pc: usize) -> c_int {
-    thrd_result(unsafe { mutex_timedlock(m, at, pc) })
-}
 
 /// As glibc's: a recursive mutex (plain or timed) is a recursive pthread
 /// mutex, any other type a normal one.
@@ -71,47 +72,35 @@ unsafe extern "C" fn c11_mtx_init(m: Mutex, kind: c_int, pc: usize) -> c_int {
     }
 }
 
-/// Exported: `mtx_unlock`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_unlock(m: Mutex) -> c_int {
-    thrd_result(unsafe { served_mutex_unlock(m) })
+/// Exports `$export`, its pthread twin's call (`$call`) with the result
+/// as a `thrd_*`.
+macro_rules! twin {
+    ($export:ident($($arg:ident: $type:ty),*) = $call:expr) => {
+        #[doc = concat!("Exported: `", stringify!($export), "`.")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $export($($arg: $type),*) -> c_int {
+            // SAFETY: as the twins' above.
+            thrd_result(unsafe { $call })
+        }
+    };
 }
+
+twin!(mtx_unlock(m: Mutex) = served_mutex_unlock(m));
+// A condvar of the default attributes.
+twin!(cnd_init(c: Cond) = pthread_cond_init(c, std::ptr::null()));
+twin!(cnd_signal(c: Cond) = pthread_cond_signal(c));
+twin!(cnd_broadcast(c: Cond) = pthread_cond_broadcast(c));
 
 /// Exported: `mtx_destroy`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mtx_destroy(m: Mutex) {
+    // SAFETY: as the twins' above.
     unsafe { pthread_mutex_destroy(m) };
-}
-
-/// Exported: `cnd_init`, a condvar of the default attributes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cnd_init(c: Cond) -> c_int {
-    thrd_result(unsafe { pthread_cond_init(c, std::ptr::null()) })
-}
-
-/// Exported: `cnd_signal`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cnd_signal(c: Cond) -> c_int {
-    thrd_result(unsafe { pthread_cond_signal(c) })
-}
-
-/// Exported: `cnd_broadcast`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cnd_broadcast(c: Cond) -> c_int {
-    thrd_result(unsafe { pthread_cond_broadcast(c) })
 }
 
 /// Exported: `cnd_destroy`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cnd_destroy(c: Cond) {
+    // SAFETY: as the twins' above.
     unsafe { pthread_cond_destroy(c) };
-}
-
-// A wait is a cancellation point, as the pthread wait it is.
-unsafe extern "C-unwind" fn c11_cnd_wait(c: Cond, m: Mutex, pc: usize) -> c_int {
-    thrd_result(unsafe { cond_wait(c, m, pc) })
-}
-
-unsafe extern "C-unwind" fn c11_cnd_timedwait(c: Cond, m: Mutex, at: Time, pc: usize) -> c_int {
-    thrd_result(unsafe { cond_timedwait(c, m, at, pc) })
 }
