@@ -327,10 +327,12 @@ pub fn histogram(report: &Report, threads: usize, image: Image) -> Result<Vec<u8
     }
     // An empty chart said nothing was measured as if it had been.
     if chosen.iter().flat_map(|(_, points)| points).all(|p| wait_histogram(p).iter().all(|&c| c == 0)) {
-        return Err(format!(
-            "no timed acquisitions at {} to draw (the kernel's locks, under --fs, are not timed)",
-            crate::render::threads(threads)
-        ));
+        let why = if chosen.iter().flat_map(|(_, points)| points).all(|p| p.lock == "kernel") {
+            "the kernel's locks, under --fs, are not timed"
+        } else {
+            "1 in 8 acquisitions is timed, each thread's first not: too few were made; a longer run times more"
+        };
+        return Err(format!("no timed acquisitions at {} to draw ({why})", crate::render::threads(threads)));
     }
     let title = format!("Acquisition time at {} (acq time = 2^bin cycles)", crate::render::threads(threads));
     let columns = chosen.len().clamp(1, 2);
@@ -646,6 +648,10 @@ mod tests {
         let mut untimed = report(vec![point("glibc", 4, 1.0)]);
         untimed.points[0].wait_ns = None;
         let refused = drawn(|image| histogram(&untimed, 4, image)).unwrap_err();
-        assert!(refused.contains("no timed acquisitions at 4 threads"), "{refused}");
+        assert!(refused.contains("no timed acquisitions at 4 threads") && refused.contains("too few were made"), "{refused}");
+        let mut kernel = report(vec![point("kernel", 4, 1.0)]);
+        kernel.points[0].wait_ns = None;
+        let refused = drawn(|image| histogram(&kernel, 4, image)).unwrap_err();
+        assert!(refused.contains("the kernel's locks, under --fs, are not timed"), "{refused}");
     }
 }

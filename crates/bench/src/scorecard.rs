@@ -87,19 +87,25 @@ pub struct ScorecardReport {
 /// not oversubscribed).
 const FAIRNESS_THREADS: [usize; 2] = [64, 256];
 
-/// The fairness runs' thread counts among `threads`: 64 and 256, the
-/// target's, where both are past the `cpus`; on a machine with more
-/// CPUs, the two largest counts past them (starvation is the lock's to
-/// bound where threads outnumber CPUs: 64 threads on 128 CPUs each have
-/// one), none if no count is.
-fn fairness_threads(threads: &[usize], cpus: usize) -> Vec<usize> {
+/// The thread counts the fairness target judges: 64 and 256, the
+/// target's, where both are past the `cpus` (each is judged, and one not
+/// among `threads` reads n/a); on a machine with more CPUs, the two
+/// largest of `threads` past them (starvation is the lock's to bound
+/// where threads outnumber CPUs: 64 threads on 128 CPUs each have one),
+/// none if no count is.
+fn fairness_judged(threads: &[usize], cpus: usize) -> Vec<usize> {
     if FAIRNESS_THREADS.iter().all(|&t| t > cpus) {
-        return FAIRNESS_THREADS.into_iter().filter(|t| threads.contains(t)).collect();
+        return FAIRNESS_THREADS.to_vec();
     }
     let mut past: Vec<usize> = threads.iter().copied().filter(|&t| t > cpus).collect();
     past.sort_unstable();
     past.dedup();
     past.split_off(past.len().saturating_sub(2))
+}
+
+/// The fairness runs' thread counts: those judged that `threads` has.
+fn fairness_threads(threads: &[usize], cpus: usize) -> Vec<usize> {
+    fairness_judged(threads, cpus).into_iter().filter(|t| threads.contains(t)).collect()
 }
 
 /// The CPUs the runs may use.
@@ -181,7 +187,7 @@ impl Scorecard {
         }
         checks.push(at_least_everywhere(sem, None, 0.97));
         checks.push(at_least_everywhere(dir, None, 0.97));
-        checks.extend(fairness_checks(rest.first(), &fairness_threads(&self.threads, cpus()), self.fairness_run));
+        checks.extend(fairness_checks(rest.first(), &fairness_judged(&self.threads, cpus()), self.fairness_run));
         checks.extend(tail_checks(micro));
         checks.push(ticket_backoff_check(sem, pair.machine.cores));
         checks.push(bail_out_check(dir));
@@ -935,6 +941,11 @@ mod tests {
         assert_eq!(fairness_threads(&threads, 2), [64, 256]);
         assert_eq!(fairness_threads(&threads, 32), [64, 256]);
         assert_eq!(fairness_threads(&[1, 2, 64], 2), [64]);
+        // Both judged where only one ran: the other reads n/a, and the
+        // scorecard still counts 25 targets.
+        assert_eq!(fairness_judged(&[1, 2, 64], 2), [64, 256]);
+        assert_eq!(fairness_judged(&[1, 2], 2), [64, 256]);
+        assert_eq!(fairness_judged(&threads, 128), [256, 1024]);
         assert_eq!(fairness_threads(&threads, 64), [256, 1024]);
         assert_eq!(fairness_threads(&threads, 128), [256, 1024]);
         assert_eq!(fairness_threads(&threads, 512), [1024]);

@@ -314,6 +314,15 @@ pub fn validate(o: &Options) -> Result<(), String> {
         if !fs.is_dir() {
             return Err(format!("--fs {}: not a directory", fs.display()));
         }
+        // A directory that takes no file (/proc, one read-only) was found
+        // after the calibration, as the first run's error.
+        let probe = fs.join(format!(".lockmeter-probe-{}", std::process::id()));
+        match std::fs::File::create(&probe) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+            }
+            Err(e) => return Err(format!("--fs {}: no file can be made there ({})", fs.display(), lockmeter_stats::profile::io_reason(&e))),
+        }
     }
     // A run counts the periods done by its end: one in flight then is
     // counted whole, so a run must hold many (a 1 s period in a 100 ms run

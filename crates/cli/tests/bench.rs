@@ -414,6 +414,11 @@ fn the_scorecard_judges_every_target_from_its_own_runs() {
     ] {
         assert!(targets.contains(&expected), "{expected} missing from {targets:?}");
     }
+    // Every target, a count not run among them (256 threads, past the
+    // quick run's): judged n/a, not left out.
+    assert_eq!(checks.len(), 25, "{targets:?}");
+    let unrun = checks.iter().find(|c| c["target"].as_str().unwrap().starts_with("fairness 256 threads")).expect("fairness at 256 threads judged");
+    assert_eq!(unrun["not_measured"], true, "{unrun}");
     // Five workloads' runs and the fairness runs, every lock of each.
     let reports = report["reports"].as_array().unwrap();
     let workloads: Vec<&str> = reports.iter().map(|r| r["workload"].as_str().unwrap()).collect();
@@ -507,6 +512,8 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         // Found before the run, which used to go to stdout after it.
         (vec!["bench", "duty", "-o", "/tmp"], "cannot write /tmp: it is a directory"),
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
+        // Before the calibration, not as the first run's error (exit 1).
+        (vec!["bench", "dir", "--fs", "/proc"], "--fs /proc: no file can be made there"),
         // A period the run holds few of (a 1 s one in 100 ms read 998%).
         (vec!["bench", "duty", "--period", "1000000", "--seconds", "50ms"], "--period 1000000 is longer than a hundredth of the run (50ms)"),
         (vec!["bench", "scorecard", "--seconds", "2ms"], "the scorecard's longest period, 40000 ns, is longer than a hundredth of the run (2ms): give --seconds 4ms or more"),
