@@ -177,7 +177,7 @@ impl ProvenanceStart {
     pub fn finish(&self, pinned: bool) -> Provenance {
         let (cpu, own) = (CpuTicks::read(), own_ticks());
         let (steal_pct, others_pct) = match (&self.cpu, &cpu) {
-            (Some(before), Some(after)) if after.total > before.total => {
+            (Some(before), Some(after)) if after.total.saturating_sub(before.total) >= MIN_SHARE_TICKS => {
                 let share = |ticks: u64| 100.0 * ticks as f64 / (after.total - before.total) as f64;
                 let others = match (self.own, own) {
                     (Some(own_before), Some(own_after)) => {
@@ -202,6 +202,14 @@ impl ProvenanceStart {
         }
     }
 }
+
+/// The fewest ticks of the CPUs' time (10 ms each, per CPU) a run must
+/// cover for its shares to be said: each count read is a tick out either
+/// way, and lockmeter's own busy tick, counted before its own CPU time
+/// reached one, read as other programs' (a 3 ms run on 2 CPUs read "other
+/// programs used 100%"); over 50 ticks the error is 2-4%, below the 5% a
+/// header notes. Shorter runs say nothing.
+const MIN_SHARE_TICKS: u64 = 50;
 
 /// lockmeter's own CPU time so far, in the ticks of /proc/stat: user and
 /// system time of all its threads, /proc/self/stat's 14th and 15th fields
@@ -948,16 +956,25 @@ enum Body {
 /// Waits are read inside the critical section but stored after it, so
 /// recording never lengthens a hold. An operation whose acquisition comes
 /// after `stop` is neither done nor counted: threads queued on the lock at
-/// the end would otherwise each add one operation outside the run.
+/// the end would otherwise each add one operation outside the run; its
+/// wait, if timed, is (it began in the run, and a starved thread's last
+/// wait is the longest it had: left out, 256 threads queued on a FIFO
+/// lock for 100 µs sections read a p99 of 0).
+///
+/// Threads time their operations one in [`SAMPLE_EVERY`], each from its
+/// own place in the count (`index`'s), so a thread that makes fewer than
+/// that many is timed as often as any: counted from zero in every thread,
+/// the starved threads, whose waits are the tail, were never timed.
 fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop, mut waits: WaitCounts) -> Result<(u64, WaitCounts), String> {
     let mut ops = 0u64;
     let mut looks = DeadlineLooks::new();
+    let phase = index % SAMPLE_EVERY;
     loop {
         if looks.maybe_check(ops, stop) {
             break;
         }
         // Not the first operation: the start is a stampede by design.
-        let timed = ops % SAMPLE_EVERY == SAMPLE_EVERY - 1;
+        let timed = ops > 0 && (ops + phase) % SAMPLE_EVERY == SAMPLE_EVERY - 1;
         let asked = if timed { clock::cycles() } else { 0 };
         // The cycle count at the start of the critical section, or None if
         // the run is over.
@@ -1016,11 +1033,16 @@ fn worker<L: BenchLock>(shared: &Shared<L>, body: &Body, index: u64, stop: &Stop
                 }
             }
         };
-        let Some(entered) = acquired else { break };
         if timed && !matches!(body, Body::DirFs(_)) {
+            // Past the deadline, the critical section left at once: now is
+            // within a few ns of the acquisition.
+            let entered = acquired.unwrap_or_else(clock::cycles);
             // A cycle counter that steps back (a migration between CPUs
             // whose counters differ) reads as no wait, not as 2^64.
             waits.record(entered.saturating_sub(asked));
+        }
+        if acquired.is_none() {
+            break;
         }
         ops += 1;
     }
@@ -1381,6 +1403,23 @@ mod tests {
         assert!(others > 50.0 / cores && others <= 100.0, "{others}% with one busy program on {cores} CPUs");
     }
 
+    /// A run too short for the ticks to tell says nothing of other
+    /// programs or the hypervisor (a busy tick of lockmeter's own, before
+    /// its CPU time counted one, read as other programs' 100%).
+    #[test]
+    fn a_run_too_short_for_the_ticks_says_nothing() {
+        // A third of the ticks needed, over the CPUs the run may use.
+        let cpus = allowed_cpus().len().max(1) as u64;
+        let run = Duration::from_millis(10 * MIN_SHARE_TICKS / 3 / cpus);
+        let start = Provenance::start();
+        let began = Instant::now();
+        while began.elapsed() < run {
+            std::hint::spin_loop();
+        }
+        let provenance = start.finish(false);
+        assert_eq!((provenance.others_pct, provenance.steal_pct), (None, None), "{provenance:?}");
+    }
+
     /// A worker that sees the deadline pass stops the run then, and the
     /// run lasts its length: the controlling thread, which may wait long
     /// for a CPU with many workers, is not needed to end it.
@@ -1458,6 +1497,37 @@ mod tests {
             recording,
             pin: false,
         }
+    }
+
+    /// Starved threads are timed as often as the others: 64 threads each
+    /// making a few 100 µs operations on a FIFO lock in 30 ms, most of whose
+    /// waits are milliseconds long. Each counting its own operations from
+    /// zero, one in 8 from the 8th, they were never timed (a p99 of 0 at
+    /// 256 threads); and each timed wait still under way at the deadline
+    /// counts.
+    #[test]
+    fn threads_with_few_operations_are_timed_too() {
+        let experiment = Experiment {
+            workload: Workload::Duty,
+            locks: vec![LockKind::Ours { algorithm: Algorithm::Ticket, recording: Recording::Off }],
+            threads: vec![64],
+            periods_ns: vec![100_000],
+            duties_pct: vec![100],
+            run: Duration::from_millis(30),
+            repeat: 1,
+            recording: Recording::Counts,
+            pin: false,
+        };
+        let report = experiment.run(&Calibration::measure(), |_| {}).unwrap();
+        let point = &report.points[0];
+        let ops = (point.ops_per_sec * point.median_run_seconds).round() as u64;
+        let wait = point.wait_ns.as_ref().expect("timed waits");
+        // One in 8 of the operations after each thread's first, and of the
+        // waits the deadline cut (one a thread), give or take the phases.
+        let expected = (ops.saturating_sub(64) + 64) / 8;
+        assert!(wait.samples + 4 >= expected, "{} timed of {ops} operations by 64 threads", wait.samples);
+        // Those at the gate wait for the line ahead of them.
+        assert!(wait.p99 > 1e6, "64 threads in line for 100 µs sections: {wait:?}");
     }
 
     /// Every operation of `sem` is one acquisition: the lock's own count
