@@ -59,7 +59,11 @@ pub struct RawMcs<R: Recorder = NoStats> {
 }
 
 // SAFETY: the raw pointers are only dereferenced under the MCS protocol:
-// a node is reachable through the lock only while its thread waits or holds.
+// a node is reachable through the lock only while its thread waits or
+// holds, or, abandoned by a timed waiter, until the unlock that reaches
+// it passes through it. (Nodes go back to a pool and are never freed, but
+// under loom, where they are, so that a model catches a node used after
+// it was given back.)
 unsafe impl<R: Recorder> Send for RawMcs<R> {}
 // SAFETY: as above.
 unsafe impl<R: Recorder> Sync for RawMcs<R> {}
@@ -215,7 +219,8 @@ impl<R: Recorder> RawMcs<R> {
             // SAFETY: as above; after a grant the swap is the last
             // dereference.
             let before = unsafe { (*state).swap(GRANTED, Ordering::AcqRel) };
-            // SAFETY: the successor has read our `next` already (it was set).
+            // SAFETY: the successor wrote our `next` (read above) and never
+            // touches our node again; nothing else reaches it now.
             unsafe { node_pool::give(node) };
             match before {
                 PARKED => {

@@ -50,8 +50,14 @@
 //! between two words), and whose bit 15 says an unlock is looking for
 //! given-up tickets (below); `delay_factor`; `gate`, threads at the gate (low 16 bits), how
 //! many of them closed it (15 bits) and the line-full mark (the top bit).
-//! Tickets are 16 bits: at most 65535 waiters. Past 32767 closers the
-//! count stops (the others close the gate uncounted).
+//! Tickets are 16 bits: at most 65535 threads in line. The parked count
+//! has 15 bits, and a timed waiter counts twice while it sleeps: 32768
+//! parked (16384 timed) would carry into the releasing bit and lose their
+//! wake. The gate keeps the line near the CPUs' count; it overshoots only
+//! by the threads that pass the gate's check before one of them marks the
+//! line full, so only that many threads arriving at once could reach it.
+//! Past 32767 closers the count stops (the others close the gate
+//! uncounted).
 //!
 //! A timed waiter whose deadline passes cannot take its ticket back (the
 //! tickets behind it are counted from it): it *gives it up*, recording
