@@ -111,7 +111,19 @@ fn colour_of(lock: &str) -> RGBColor {
     PALETTE[place % PALETTE.len()]
 }
 
-/// How `lock` is drawn: its colour, thick for ours, thin for the peers.
+/// A floor (`tas-floor`, `cas-floor`): no lock, the bare instructions it
+/// measures, drawn dashed. In colour alone they read as peers: tas-floor's
+/// purple beside parking_lot's, cas-floor's red beside glibc's.
+fn is_floor(lock: &str) -> bool {
+    lock.ends_with("-floor")
+}
+
+/// Dashes of a floor's line, and the gaps between them, in pixels.
+const FLOOR_DASH: u32 = 6;
+const FLOOR_GAP: u32 = 4;
+
+/// How `lock` is drawn: its colour, thick for ours, thin for the peers
+/// (and for the floors, which are dashed).
 fn line_style(lock: &str) -> ShapeStyle {
     ShapeStyle { color: colour_of(lock).to_rgba(), filled: true, stroke_width: if is_ours(lock) { 3 } else { 1 } }
 }
@@ -139,7 +151,13 @@ fn with_legend_column<DB: DrawingBackend>(
     let (panels, legend) = root.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
     for (i, lock) in locks.iter().enumerate() {
         let y = (LEGEND_TOP + LEGEND_LINE * i as u32) as i32;
-        legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(lock)))?;
+        if is_floor(lock) {
+            for x in [8, 18, 28] {
+                legend.draw(&PathElement::new(vec![(x, y), (x + FLOOR_DASH as i32, y)], line_style(lock)))?;
+            }
+        } else {
+            legend.draw(&PathElement::new(vec![(8, y), (34, y)], line_style(lock)))?;
+        }
         legend.draw(&Text::new(lock.to_string(), (42, y - 8), ("sans-serif", 14)))?;
     }
     Ok(panels)
@@ -449,7 +467,13 @@ where
     Y: Ranged<ValueType = f64>,
 {
     for (lock, series) in lines {
-        chart.draw_series(LineSeries::new(series, line_style(lock)).point_size(point_size))?;
+        if is_floor(lock) {
+            let style = line_style(lock);
+            chart.draw_series(series.iter().map(|&point| Circle::new(point, point_size, style)))?;
+            chart.draw_series(DashedLineSeries::new(series, FLOOR_DASH, FLOOR_GAP, style))?;
+        } else {
+            chart.draw_series(LineSeries::new(series, line_style(lock)).point_size(point_size))?;
+        }
     }
     Ok(())
 }
@@ -617,6 +641,19 @@ mod tests {
         let colours: std::collections::HashSet<String> = COLOURED.iter().map(|l| format!("{:?}", colour_of(l))).collect();
         assert_eq!(colours.len(), COLOURED.len(), "a colour each");
         assert_eq!(format!("{:?}", colour_of("ticket+stats")), format!("{:?}", colour_of("ticket")));
+    }
+
+    /// A floor is drawn dashed, in the panel and in the legend: by colour
+    /// alone tas-floor read as parking_lot and cas-floor as glibc.
+    #[test]
+    fn floors_are_dashed() {
+        let lines = |lock: &str| {
+            let svg = drawn(|image| throughput(&report(vec![point(lock, 2, 10.0), point(lock, 4, 9.0), point(lock, 16, 8.0)]), image)).unwrap();
+            svg.matches("<polyline").count() + svg.matches("<path").count()
+        };
+        let (solid, dashed) = (lines("parking_lot"), lines("tas-floor"));
+        assert!(dashed >= solid + 4, "{dashed} strokes for a floor, {solid} for a lock");
+        assert!(is_floor("cas-floor") && !is_floor("adaptive"));
     }
 
     /// The thread axis is ticked and labelled at the counts measured,

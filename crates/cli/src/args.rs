@@ -7,7 +7,18 @@ use std::time::Duration;
 /// Parses "300ms", "2s", "1.5s", "500us" or plain seconds ("2").
 pub fn duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| c.is_ascii_alphabetic() || c == 'µ').unwrap_or(text.len());
+    // The unit begins at the first letter that is not an exponent's e
+    // ("1e30s" is 1e30 seconds: its 'e30' read as the unit).
+    let exponent_at = |i: usize| {
+        matches!(text.as_bytes()[i], b'e' | b'E')
+            && i > 0
+            && text.as_bytes()[i - 1].is_ascii_digit()
+            && text[i + 1..].trim_start_matches(['+', '-']).starts_with(|c: char| c.is_ascii_digit())
+    };
+    let split = text
+        .char_indices()
+        .find(|&(i, c)| (c.is_ascii_alphabetic() || c == 'µ') && !exponent_at(i))
+        .map_or(text.len(), |(i, _)| i);
     let (number, unit) = text.split_at(split);
     let value: f64 = number
         .trim()
@@ -356,6 +367,12 @@ mod tests {
         assert!(duration("NaNs").is_err());
         assert!(positive_duration("0s").is_err());
         assert!(duration("100000000000000000000").unwrap_err().contains("too long"));
+        // An exponent is the number's, not a unit.
+        assert!(duration("1e30").unwrap_err().contains("too long"));
+        assert_eq!(duration("2.5e-1s"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("1E3ms"), Ok(Duration::from_secs(1)));
+        assert!(duration("3 weeks").unwrap_err().contains("unknown unit 'weeks'"));
+        assert!(duration("5e").unwrap_err().contains("unknown unit 'e'"));
     }
 
     #[test]

@@ -356,6 +356,20 @@ pub fn validate(o: &Options) -> Result<(), String> {
             return Err(format!("{other} and {name} both name {}: give each its own file", path.display()));
         }
     }
+    // Two outputs through one descriptor: `--save /dev/stdout` beside the
+    // table or CSV on stdout ran the JSON and the table together.
+    let descriptor = |path: &PathBuf| match args::destination(path) {
+        Ok(args::Destination::Descriptor(fd)) => Some(fd),
+        _ => None,
+    };
+    let report_fd = o.output.as_ref().map_or(Some(1), descriptor);
+    for (name, path) in &outputs {
+        let shared = descriptor(path).filter(|&fd| Some(fd) == report_fd && (*name != "-o"));
+        if shared.is_some() {
+            let report = o.output.as_ref().map_or_else(|| "stdout".to_string(), |p| format!("-o {}", p.display()));
+            return Err(format!("{name} {} is where the report goes ({report}): give it a file of its own", path.display()));
+        }
+    }
     if let Some(t) = o.histogram_threads {
         if o.plot_histogram.is_none() {
             return Err("--histogram-threads chooses what --plot-histogram draws: give --plot-histogram FILE too".into());

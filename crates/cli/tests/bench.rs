@@ -512,6 +512,9 @@ fn bad_options_are_one_line_errors_with_exit_code_2() {
         // Found before the run, which used to go to stdout after it.
         (vec!["bench", "duty", "-o", "/tmp"], "cannot write /tmp: it is a directory"),
         (vec!["bench", "dir", "--fs", "/nonexistent-dir"], "not a directory"),
+        // The JSON and the table ran together on stdout.
+        (vec!["bench", "sem", "--save", "/dev/stdout", "--format", "csv"], "--save /dev/stdout is where the report goes (stdout)"),
+        (vec!["bench", "sem", "-o", "/dev/stderr", "--save", "/dev/fd/2"], "--save /dev/fd/2 is where the report goes (-o /dev/stderr)"),
         // Before the calibration, not as the first run's error (exit 1).
         (vec!["bench", "dir", "--fs", "/proc"], "--fs /proc: no file can be made there"),
         // A period the run holds few of (a 1 s one in 100 ms read 998%).
