@@ -305,6 +305,58 @@ static void unwaitable_clock(void) {
     sem_destroy(&sem);
 }
 
+/* A semaphore's wait is a cancellation point even when the count lets it
+ * through: a thread cancelled while its cancellation was disabled is
+ * cancelled at its next sem_wait and takes nothing. And a wait that blocks
+ * and then succeeds leaves errno as it was. */
+static sem_t sem_pending, sem_asked;
+static void *sem_wait_after_pending_cancel(void *arg) {
+    (void)arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    sem_post(&sem_asked);
+    usleep(50000); /* cancelled meanwhile, the cancellation pending */
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+    sem_wait(&sem_pending);
+    return NULL;
+}
+static sem_t sem_later;
+static void *post_later(void *arg) {
+    (void)arg;
+    usleep(30000);
+    sem_post(&sem_later);
+    return NULL;
+}
+static void semaphore_waits(void) {
+    sem_init(&sem_pending, 0, 1);
+    sem_init(&sem_asked, 0, 0);
+    pthread_t t;
+    void *result;
+    start_thread(&t, sem_wait_after_pending_cancel, NULL);
+    sem_wait(&sem_asked);
+    pthread_cancel(t);
+    pthread_join(t, &result);
+    EQ(result == PTHREAD_CANCELED, 1);
+    int value = -1;
+    sem_getvalue(&sem_pending, &value);
+    EQ(value, 1);
+    sem_init(&sem_later, 0, 0);
+    start_thread(&t, post_later, NULL);
+    errno = 4242;
+    EQ(sem_wait(&sem_later), 0);
+    EQ(errno, 4242);
+    pthread_join(t, NULL);
+    start_thread(&t, post_later, NULL);
+    struct timespec at = in_ms(CLOCK_REALTIME, 5000);
+    errno = 4242;
+    EQ(sem_timedwait(&sem_later, &at), 0);
+    EQ(errno, 4242);
+    pthread_join(t, NULL);
+    sem_destroy(&sem_later);
+    sem_destroy(&sem_asked);
+    sem_destroy(&sem_pending);
+}
+
 /* Cancellation of a thread blocked in a condvar wait: the mutex is held
  * again when its cleanup handler runs. */
 static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
@@ -916,6 +968,7 @@ int main(void) {
     SECTION(signals_notify_no_condvar_wait());
     SECTION(shared_condvar_with_a_private_mutex());
     SECTION(c11_semantics());
+    SECTION(semaphore_waits());
     printf("ok: %d checks\n", checks);
     return 0;
 }

@@ -186,6 +186,12 @@ fn exclusive_try(kind: Kind, address: usize, pc: usize, attempt: impl FnOnce() -
 
 /// A blocking shared acquisition (rwlock read, semaphore); `is_busy`
 /// says whether the try failed because the lock was taken.
+///
+/// A semaphore's wait is a cancellation point even when the count lets it
+/// through at once, as glibc's is (it tests before its fast path): the
+/// try, which is none, let a thread cancelled while its cancellation was
+/// disabled take the count and run on. And a wait that succeeds leaves
+/// errno as it found it: the failed try's EAGAIN was left behind.
 #[inline(always)]
 fn shared(
     kind: Kind,
@@ -196,6 +202,12 @@ fn shared(
     outcome: impl Fn(c_int) -> Outcome,
 ) -> c_int {
     let Some(profiler) = active() else { return block() };
+    if kind == Kind::Sem {
+        // SAFETY: acts on this thread's pending cancellation, if enabled:
+        // nothing of the wait is begun yet.
+        unsafe { pthread_testcancel() };
+    }
+    let entry_errno = errno();
     let tried = attempt();
     match outcome(tried) {
         Outcome::Acquired => {
@@ -207,7 +219,7 @@ fn shared(
     }
     let started = profiler.begin_wait(kind, address, pc, false);
     let result = cancellable(profiler, started, None, block);
-    let errno = errno();
+    let errno = if matches!(outcome(result), Outcome::Acquired) { entry_errno } else { errno() };
     let (now, waited) = profiler.end_wait(started, matches!(outcome(result), Outcome::Acquired));
     match outcome(result) {
         Outcome::Acquired => profiler.acquired_shared(kind, address, pc, Acquired::Waited(waited), Some(now)),
