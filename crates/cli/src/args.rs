@@ -261,6 +261,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         }
         Destination::File(target) => target,
     };
+    if let Some(why) = unreplaceable(&target) {
+        return Err(format!("cannot write {}: {why}", path.display()));
+    }
     let temp = temp_path(&target)?;
     std::fs::write(&temp, bytes).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
@@ -309,6 +312,41 @@ pub fn check_directory_exists(path: &Path) -> Result<(), String> {
     }
 }
 
+/// The kernel's inode flags (`chattr`): an immutable file, or one that may
+/// only be appended to, cannot be renamed over (linux/fs.h).
+const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+const FS_APPEND_FL: libc::c_long = 0x20;
+
+/// Why an existing file `target` cannot be replaced by a rename though a
+/// new file can be made beside it: immutable or append-only, or another
+/// user's in a sticky directory (/tmp) that is not ours either. Found
+/// after the run, it failed as "Operation not permitted" (exit 1) when the
+/// help promises exit 2 for an output that cannot be written.
+fn unreplaceable(target: &Path) -> Option<String> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(target)
+        .ok();
+    if let Some(file) = &file {
+        let mut flags: libc::c_long = 0;
+        // SAFETY: FS_IOC_GETFLAGS writes the flags into `flags`, an
+        // integer at least as wide as the kernel's.
+        let read = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(file), libc::FS_IOC_GETFLAGS, &mut flags) };
+        if read == 0 && flags & (FS_IMMUTABLE_FL | FS_APPEND_FL) != 0 {
+            return Some("it is immutable or append-only (chattr +i or +a), so it cannot be replaced".into());
+        }
+    }
+    let meta = std::fs::metadata(target).ok()?;
+    let directory = std::fs::metadata(target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))).ok()?;
+    // SAFETY: geteuid only reads the process's credentials.
+    let me = unsafe { libc::geteuid() };
+    let sticky = directory.mode() & libc::S_ISVTX != 0;
+    (sticky && me != 0 && meta.uid() != me && directory.uid() != me)
+        .then(|| "it belongs to another user, in a sticky directory that is not ours, so it cannot be replaced".into())
+}
+
 /// Fails now if [`write_atomically`] could not write `path` later: a
 /// command that runs a program first must not lose its results to a
 /// missing directory, or to a directory named as the file, once the
@@ -332,6 +370,9 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
         }
         Destination::File(target) => target,
     };
+    if let Some(why) = unreplaceable(&target) {
+        return Err(format!("cannot write {}: {why}", path.display()));
+    }
     let temp = temp_path(&target)?;
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp) {
         Ok(_) => {

@@ -1715,6 +1715,22 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
     // The output is checked before rendering, as run checks it before CMD.
     let nowhere = dir.join("no-such-dir").join("t.txt");
     one_line_error(&lockmeter().arg("report").arg(dir.join("missing.json")).arg("-o").arg(&nowhere).output().unwrap(), 2, "cannot write");
+    // A file that cannot be renamed over, in a directory that takes new
+    // files: found before the program runs (it failed after, exit 1).
+    let immutable = dir.join("immutable.txt");
+    std::fs::write(&immutable, "kept").unwrap();
+    if Command::new("chattr").arg("+i").arg(&immutable).status().is_ok_and(|s| s.success()) {
+        let marker = dir.join("ran-immutable");
+        let output = lockmeter().arg("run").arg("-o").arg(&immutable).args(["--", "touch"]).arg(&marker).output().unwrap();
+        let _ = Command::new("chattr").arg("-i").arg(&immutable).status();
+        one_line_error(&output, 2, "is immutable or append-only");
+        assert!(!marker.exists(), "the program did not run");
+        assert_eq!(std::fs::read_to_string(&immutable).unwrap(), "kept");
+        std::fs::remove_file(&immutable).unwrap();
+    } else {
+        let _ = std::fs::remove_file(&immutable);
+        eprintln!("chattr +i refused here (not root, or a file system without inode flags): the immutable output unchecked");
+    }
     one_line_error(&lockmeter().args(["advise", "--", "no-such-program-here"]).output().unwrap(), 127, "command not found");
     // A script whose interpreter is missing: 127, as a shell says it.
     let scripts = scratch("interpreter");
