@@ -104,12 +104,14 @@ const STOP_AT_TIMES_GLIBC: f64 = 10.0;
 /// moves by more than 10x).
 const STOP_SLACK: Duration = Duration::from_secs(1);
 
-/// A variant stopped past its time: it runs no more, and is in no verdict.
-#[derive(Clone, Copy)]
-struct Stopped {
-    round: usize,
-    wall: f64,
-    glibc_wall: f64,
+/// A variant left out: stopped past its time, or failed (CMD ended badly
+/// under it, or its output had no figure for --metric). It runs no more,
+/// and is in no verdict; the others go on (one variant's failure, `pi`
+/// refusing an unlock glibc allows, threw away every round of the rest).
+#[derive(Clone)]
+enum Left {
+    Stopped { round: usize, wall: f64, glibc_wall: f64 },
+    Failed { round: usize, why: String },
 }
 
 /// CMD's standard input for one run: --input opened afresh, or none.
@@ -221,10 +223,29 @@ fn children_cpu() -> f64 {
 /// three, 12.5%); the best of seven, eight (with five, 20%).
 const SIGNIFICANCE: f64 = 0.05;
 
+/// The chance that some one of `variants` no better than glibc wins
+/// `wins` or more of `rounds` paired rounds (a sign test: a round of a
+/// variant no better is a coin toss at best, and the best of several
+/// tried is the one judged).
+fn chance_of_wins(wins: usize, rounds: usize, variants: usize) -> f64 {
+    // P(X >= wins) for X ~ Binomial(rounds, 1/2): the sum of C(rounds, k)
+    // over k >= wins, over 2^rounds.
+    let mut choose = 1.0f64;
+    let mut tail = 0.0;
+    for k in 0..=rounds {
+        if k >= wins {
+            tail += choose;
+        }
+        choose = choose * (rounds - k) as f64 / (k + 1) as f64;
+    }
+    let one = (tail / 2f64.powi(rounds as i32)).min(1.0);
+    1.0 - (1.0 - one).powi(variants as i32)
+}
+
 /// The chance that some one of `variants` no better than glibc wins all
 /// of `rounds` paired rounds.
 fn chance_of_a_sweep(rounds: usize, variants: usize) -> f64 {
-    1.0 - (1.0 - 0.5f64.powi(rounds as i32)).powi(variants as i32)
+    chance_of_wins(rounds, rounds, variants)
 }
 
 /// The fewest rounds whose clean sweep, by the best of `variants`, is
@@ -237,7 +258,7 @@ pub fn rounds_for_significance(variants: usize) -> usize {
 /// counted as a win beside 10% in the others).
 const MIN_GAIN: f64 = 0.03;
 
-/// What advise says of the best of our variants.
+/// What advise says of one of our variants.
 #[derive(Debug, PartialEq)]
 enum Verdict {
     /// It did worse than glibc.
@@ -245,10 +266,11 @@ enum Verdict {
     /// It won every round by 3% or more, but the rounds are too few for
     /// a clean sweep to mean much.
     TooFewRounds,
-    /// It won every round by 3% or more, in enough rounds.
+    /// It won enough of the rounds by 3% or more that the best of the
+    /// variants tried would do so by luck at most 5% of the time.
     Recommend,
-    /// It lost a round (or won it by less than 3%), with a median gain
-    /// of 3% or more.
+    /// It won some rounds by 3% or more, with a median gain of 3% or more,
+    /// but not so many that luck is ruled out.
     WithinNoise,
     /// Its median gain is under 3%: too small to call, however many
     /// rounds ran.
@@ -256,19 +278,37 @@ enum Verdict {
 }
 
 /// The verdict on a variant that won `wins` of `rounds` paired rounds,
-/// with a median gain over glibc of `gain` (0.05: 5% better).
+/// with a median gain over glibc of `gain` (0.05: 5% better). A round
+/// lost no longer sinks it: 28 wins of 30 read "within the noise", and
+/// more rounds, each one more chance to lose one, made a recommendation
+/// less likely, not more.
 fn verdict(wins: usize, rounds: usize, variants: usize, gain: f64) -> Verdict {
     if gain < 0.0 {
         Verdict::KeepGlibc
     } else if gain < MIN_GAIN {
         Verdict::TooSmall
-    } else if wins < rounds {
-        Verdict::WithinNoise
-    } else if chance_of_a_sweep(rounds, variants) > SIGNIFICANCE {
+    } else if chance_of_wins(wins, rounds, variants) <= SIGNIFICANCE {
+        Verdict::Recommend
+    } else if wins == rounds {
         Verdict::TooFewRounds
     } else {
-        Verdict::Recommend
+        Verdict::WithinNoise
     }
+}
+
+/// Of `candidates` (variant, median ratio to glibc, recommended), the one
+/// advise speaks of: the best median among the recommended, else the best
+/// median.
+fn the_best(candidates: &[(usize, f64, bool)], higher_is_better: bool) -> Option<(usize, f64)> {
+    let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
+    let mut best: Option<(usize, f64, bool)> = None;
+    for &(i, med, recommended) in candidates {
+        let replaces = |(_, b, b_recommended): (usize, f64, bool)| if recommended == b_recommended { better(med, b) } else { recommended };
+        if best.is_none_or(replaces) {
+            best = Some((i, med, recommended));
+        }
+    }
+    best.map(|(i, med, _)| (i, med))
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -349,7 +389,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // A variant far slower than glibc (a spinlock oversubscribed ran a
     // program 200 times as long) is stopped, and runs no more: one such
     // variant made a default run of all seven last hours.
-    let mut stopped: Vec<Option<Stopped>> = vec![None; options.variants.len()];
+    let mut stopped: Vec<Option<Left>> = vec![None; options.variants.len()];
     for round in 0..rounds {
         let mut glibc_wall = None;
         for (i, &variant) in options.variants.iter().enumerate() {
@@ -373,11 +413,13 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                     }
                     runs[i].push(run);
                 }
-                Ok(Outcome::Stopped { wall }) => stopped[i] = Some(Stopped { round, wall, glibc_wall: glibc_wall.unwrap_or(0.0) }),
-                Err(failure) => {
+                Ok(Outcome::Stopped { wall }) => stopped[i] = Some(Left::Stopped { round, wall, glibc_wall: glibc_wall.unwrap_or(0.0) }),
+                // Without glibc's run there is nothing to compare with.
+                Err(failure) if variant == Variant::Glibc || failure.code != 1 => {
                     progress.finish();
                     return Err(failure);
                 }
+                Err(failure) => stopped[i] = Some(Left::Failed { round, why: failure.message }),
             }
         }
     }
@@ -416,19 +458,27 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
         let mut line = format!("{:<12}", variant.name());
-        if let Some(s) = stopped[i] {
-            outln!(
-                "{line} stopped in round {}: {:.1} s, over {STOP_AT_TIMES_GLIBC}x glibc's {:.3} s; not run again, in no verdict",
-                s.round + 1,
-                s.wall,
-                s.glibc_wall
-            );
-            continue;
+        match &stopped[i] {
+            Some(Left::Stopped { round, wall, glibc_wall }) => {
+                outln!(
+                    "{line} stopped in round {}: {wall:.1} s, over {STOP_AT_TIMES_GLIBC}x glibc's {glibc_wall:.3} s; not run again, in no verdict",
+                    round + 1
+                );
+                continue;
+            }
+            Some(Left::Failed { round, why }) => {
+                outln!("{line} failed in round {}: {why}; not run again, in no verdict", round + 1);
+                continue;
+            }
+            None => {}
         }
         for &(_, _, get) in &measures {
             let mut values: Vec<f64> = runs[i].iter().filter_map(get).collect();
             let value = median(&mut values);
             let (med, low, high) = paired(i, get).summary();
+            // The range rounded outward: 1.0295 read "1.03" beside a count
+            // of rounds won by 3% that left it out.
+            let (low, high) = ((low * 100.0).floor() / 100.0, (high * 100.0).ceil() / 100.0);
             let ratio = if i == 0 { "1.00x".to_string() } else { format!("{med:.2}x [{low:.2}-{high:.2}]") };
             let value = if value.abs() >= 1000.0 { format!("{value:.0}") } else { format!("{value:.3}") };
             line.push_str(&format!(" {value:>9} {ratio:>22}"));
@@ -439,16 +489,28 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
 
     // The recommendation: by the metric if given, else by wall time.
     let (name, higher_is_better, get) = *measures.last().filter(|_| options.metric.is_some()).unwrap_or(&measures[0]);
-    let mut best: Option<(usize, f64)> = None;
-    for i in (1..options.variants.len()).filter(|&i| stopped[i].is_none()) {
-        let (med, _, _) = paired(i, get).summary();
-        let better = |a: f64, b: f64| if higher_is_better { a > b } else { a < b };
-        if best.is_none_or(|(_, b)| better(med, b)) {
-            best = Some((i, med));
-        }
-    }
+    // Ours only: the first variant is glibc.
+    let tried = options.variants.len() - 1;
+    // The best median among the variants that earn a recommendation, else
+    // the best median: judging the best median alone, a variant that won
+    // every round lost its recommendation to one with a higher median
+    // and a round lost.
+    let judged = |i: usize| {
+        let pairs = paired(i, get);
+        let (med, _, _) = pairs.summary();
+        let gain = if higher_is_better { med - 1.0 } else { 1.0 / med - 1.0 };
+        (med, verdict(pairs.wins(higher_is_better), pairs.ratios.len(), tried, gain) == Verdict::Recommend)
+    };
+    let candidates: Vec<(usize, f64, bool)> = (1..options.variants.len())
+        .filter(|&i| stopped[i].is_none())
+        .map(|i| {
+            let (med, recommended) = judged(i);
+            (i, med, recommended)
+        })
+        .collect();
+    let best = the_best(&candidates, higher_is_better);
     if best.is_none() && stopped.iter().any(Option::is_some) {
-        outln!("Keep glibc's locks: every one of ours tried was stopped, far slower than glibc's.");
+        outln!("Keep glibc's locks: every one of ours tried was stopped, far slower than glibc's, or failed.");
     }
     if let Some((i, med)) = best {
         let pairs = paired(i, get);
@@ -456,15 +518,21 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         let n = pairs.ratios.len();
         // As a round's win is counted: 3% more, or 1/1.03 of the time.
         let gain = if higher_is_better { med - 1.0 } else { 1.0 / med - 1.0 };
-        // Ours only: the first variant is glibc.
-        let tried = options.variants.len() - 1;
-        let chance = chance_of_a_sweep(n, tried);
+        let chance = chance_of_wins(wins, n, tried);
         let variant = options.variants[i].name();
         // Never printed as the 3% it missed (1.0295 read "1.030x" beside
         // "better by 3% or more in 0 of 5 rounds").
         let edge = if higher_is_better { 1.0 + MIN_GAIN } else { 1.0 / (1.0 + MIN_GAIN) };
         let shown = lockmeter_bench::render::beside(med, edge, 3);
-        match verdict(wins, n, tried, gain) {
+        let verdict = verdict(wins, n, tried, gain);
+        // Every wall time within 2% of glibc's in every round: the mark of
+        // a program that runs for a fixed time, whose throughput is what a
+        // lock changes (it read "too little to call" of a 2.5x gain).
+        let fixed_time = options.metric.is_none()
+            && matches!(verdict, Verdict::KeepGlibc | Verdict::TooSmall)
+            && operations.is_none_or(|(acquisitions, _)| acquisitions > 0)
+            && candidates.iter().all(|&(i, _, _)| paired(i, get).ratios.iter().all(|r| (r - 1.0).abs() <= 0.02));
+        match verdict {
             _ if operations.is_some_and(|(acquisitions, _)| acquisitions == 0) => outln!(
                 "Keep glibc's locks: {} took no pthread lock when profiled (Rust std, Go and glibc-internal locks do not go through pthread calls), so ours have nothing to serve; the differences are the library's start-up.",
                 options.shown_as
@@ -495,9 +563,17 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                  too little to call a change for."
             ),
             Verdict::WithinNoise => outln!(
-                "No recommendation: the best, {variant} ({name} {shown}x glibc's), was better by 3% or more in {wins} of {n} rounds; \
-                 the differences are within the noise. More rounds (--repeat) can tell."
+                "No recommendation yet: the best, {variant} ({name} {shown}x glibc's), was better by 3% or more in {wins} of {n} paired rounds, \
+                 a chance of {:.1}% if none of the {tried} tried were better; more rounds (--repeat) can tell, if it keeps winning most of them.",
+                100.0 * chance
             ),
+        }
+        if fixed_time {
+            outln!(
+                "(Every variant's wall time was within 2% of glibc's in every round: if {} runs for a fixed time, its throughput is what \
+                 a lock changes: give --metric REGEX to read it from its output.)",
+                options.shown_as
+            );
         }
     }
     let (title_measure, get) = if options.metric.is_some() { ("metric", measures[2].2) } else { ("wall time", measures[0].2) };
@@ -521,6 +597,12 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             .map_err(Failure::runtime)?;
         outln!("\nPlot: {}", path.display());
     }
+    // CMD failed under some lock: said above, and in the status, for a
+    // script that must not take the verdict as the whole story.
+    let failed: Vec<&str> = options.variants.iter().zip(&stopped).filter(|(_, left)| matches!(left, Some(Left::Failed { .. }))).map(|(v, _)| v.name()).collect();
+    if !failed.is_empty() {
+        return Err(Failure::runtime(format!("{} failed under {} (see its row above)", options.shown_as, failed.join(", "))));
+    }
     Ok(())
 }
 
@@ -538,15 +620,29 @@ mod tests {
         assert_eq!(shown(&words(&["echo", "it's", ""])), "echo 'it'\\''s' ''");
     }
 
-    /// A clean sweep recommends only over enough rounds: one round that
-    /// wins is a coin toss (it recommended at a 50% chance).
+    /// A recommendation needs enough rounds won that luck is ruled out: one
+    /// round that wins is a coin toss (it recommended at a 50% chance);
+    /// most of many rounds is not (28 of 30 read "within the noise").
     #[test]
-    fn a_recommendation_needs_a_clean_sweep_of_enough_rounds() {
+    fn a_recommendation_needs_enough_rounds_won() {
         assert_eq!(rounds_for_significance(1), 5);
         assert_eq!(verdict(1, 1, 1, 0.30), Verdict::TooFewRounds);
         assert_eq!(verdict(3, 3, 1, 0.30), Verdict::TooFewRounds);
         assert_eq!(verdict(5, 5, 1, 0.30), Verdict::Recommend);
+        // 6 of 7: 8 of the 128 ways 7 coin tosses fall, 6.25%.
+        assert!((chance_of_wins(6, 7, 1) - 8.0 / 128.0).abs() < 1e-12);
         assert_eq!(verdict(6, 7, 1, 0.30), Verdict::WithinNoise);
+        assert_eq!(verdict(28, 30, 1, 0.40), Verdict::Recommend);
+        assert_eq!(verdict(28, 30, 7, 0.40), Verdict::Recommend);
+        assert_eq!(verdict(9, 10, 1, 0.10), Verdict::Recommend);
+        assert_eq!(verdict(15, 30, 1, 0.10), Verdict::WithinNoise);
+        assert!((chance_of_wins(0, 9, 3) - 1.0).abs() < 1e-12 && (chance_of_a_sweep(5, 1) - 1.0 / 32.0).abs() < 1e-12);
+        // A variant that earns its recommendation is spoken of before one
+        // with a better median that does not (it hid a clean sweep).
+        assert_eq!(the_best(&[(1, 1.04, true), (2, 1.125, false)], true), Some((1, 1.04)));
+        assert_eq!(the_best(&[(1, 1.04, false), (2, 1.125, false)], true), Some((2, 1.125)));
+        assert_eq!(the_best(&[(1, 0.8, true), (2, 0.7, true), (3, 0.6, false)], false), Some((2, 0.7)));
+        assert_eq!(the_best(&[], true), None);
         // Under 3% is too small to call however many rounds run (it said
         // more rounds could tell).
         assert_eq!(verdict(7, 7, 1, 0.02), Verdict::TooSmall);

@@ -320,6 +320,13 @@ enum Command {
     /// in stderr, from its first group that matched (else the whole
     /// match).
     ///
+    /// It recommends one of ours when its median gains 3% or more and it
+    /// beat glibc by 3% or more in enough of the rounds that the best of
+    /// those tried would do so by luck at most 5% of the time (a sign
+    /// test: 5 of 5 rounds, 9 of 10, 20 of 30 for one variant). A program
+    /// that runs for a fixed time changes its throughput, not its wall
+    /// time: give --metric.
+    ///
     /// Exit status: 0 when every round ran (or stopped a variant so) and
     /// the plot, if any, was written, whatever the verdict (its first words say it:
     /// "Recommendation:", "Keep glibc's locks", "No recommendation"); 1
@@ -329,7 +336,8 @@ enum Command {
     /// CMD) stops it: no other run starts and it dies of the signal.
     ///
     /// Examples:
-    ///   lockmeter advise -- ./server --bench 5s
+    ///   lockmeter advise -- ./loader big-input.csv
+    ///   lockmeter advise --metric '([0-9.]+) req/s' -- ./server --bench 5s
     ///   lockmeter advise --locks adaptive,mcs --repeat 9 --metric 'ops/s: ([0-9.]+)' -- ./bench
     ///   lockmeter advise --input lines.txt -- sort --parallel=2
     #[command(verbatim_doc_comment)]
@@ -337,9 +345,9 @@ enum Command {
         /// Our algorithms to try (comma-separated, or all).
         #[arg(long, default_value = "all", value_parser = advise::variants)]
         locks: std::vec::Vec<advise::Variant>,
-        /// Rounds; medians and ranges are over these [default: enough for a
-        /// clean sweep by chance to stay under 5%: 5 for one of our locks, 8
-        /// for all seven].
+        /// Rounds; medians and ranges are over these [default: the fewest in
+        /// which a clean sweep by chance stays under 5%: 5 for one of our
+        /// locks, 8 for all seven].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100), allow_hyphen_values = true)]
         repeat: Option<u64>,
         /// A regular expression finding a throughput figure in CMD's output

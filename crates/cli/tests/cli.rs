@@ -412,3 +412,23 @@ fn advise_stops_with_the_program_it_runs() {
     assert!(leftover.is_empty(), "scratch left: {leftover:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A variant under which CMD fails is left out, and the others are
+/// measured and judged: one failure (pi refusing an unlock glibc allows)
+/// threw every round of the rest away. The status says CMD failed.
+#[test]
+fn advise_leaves_out_a_variant_that_fails_and_judges_the_rest() {
+    let out = lockmeter()
+        .current_dir("/proc")
+        .args(["advise", "--locks", "adaptive,futex", "--repeat", "2", "--"])
+        .args(["sh", "-c", "if [ \"$LOCKMETER_LOCK\" = futex ]; then echo broken >&2; exit 4; fi; echo fine"])
+        .output()
+        .unwrap();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(text.lines().any(|l| l.starts_with("adaptive") && l.contains("x [")), "adaptive measured: {text}");
+    let futex = text.lines().find(|l| l.starts_with("futex")).unwrap_or_else(|| panic!("{text}"));
+    assert!(futex.contains("failed in round 1: under futex it ended with exit status 4: broken; not run again"), "{futex}");
+    // (The plot's warning first: /proc takes no file.)
+    assert!(err.trim_end().ends_with("failed under futex (see its row above)") && err.lines().filter(|l| l.contains("error")).count() == 1, "{err}");
+}

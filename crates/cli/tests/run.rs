@@ -2254,3 +2254,23 @@ fn a_dump_signal_writes_the_profile_while_the_program_runs() {
     assert_eq!(last.reason, "exit", "the final profile replaces the live one");
     assert_eq!(lock(&last, "cache_lock").counters.acquisitions, 2);
 }
+
+/// A program that runs for a fixed time (the `hold` subject: 250 ms of
+/// sleeps whatever the lock): every variant's wall time is glibc's, and
+/// advise says its throughput, read with --metric, is what would show a
+/// lock's effect (it read only "too little to call" of a 2.5x gain).
+#[test]
+fn advise_on_a_fixed_time_program_points_to_metric() {
+    let dir = scratch("fixed-time");
+    let out = lockmeter()
+        .current_dir(&dir)
+        .args(["advise", "--locks", "futex", "--repeat", "2", "--"])
+        .arg(subjects())
+        .arg("hold")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("runs for a fixed time, its throughput is what a lock changes: give --metric REGEX"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
