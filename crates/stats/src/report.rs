@@ -91,9 +91,9 @@ pub const HOLDER_CELLS: [bool; 9] = [false, true, true, false, true, true, false
 /// A lock's line with the columns marked in `meaningless` read `-`: a
 /// condvar is never held (its UTIL and HOLD read 0.00% and 0.0us(0.0us),
 /// as if measured).
-pub fn render_line_without(c: &Columns, name: &str, meaningless: &[bool; 9]) -> String {
+pub fn render_line_without(c: &Columns, name: &str, indent: usize, meaningless: &[bool; 9]) -> String {
     let shown = meaningless.map(|m| !m);
-    lay_out(c, name, 0, &shown, "-")
+    lay_out(c, name, indent, &shown, "-")
 }
 
 /// A report line showing only the columns marked in `shown`.
@@ -144,15 +144,18 @@ fn mean_max(mean_ns: f64, max_ns: f64) -> String {
 
 /// Microseconds, one decimal below 10 µs (as seed 004 prints them), three
 /// below 0.1 µs: a critical section of a few tens of ns (a counter's) read
-/// 0.0us, as if never held.
+/// 0.0us, as if never held. From a second on, seconds: a hold of 1.1 s
+/// read "1100114us" and pushed every column after it out of line.
 pub fn micros(ns: f64) -> String {
     let us = ns / 1000.0;
     if us > 0.0 && us < 0.1 {
         format!("{us:.3}us")
     } else if us < 10.0 {
         format!("{us:.1}us")
-    } else {
+    } else if us.round() < 1_000_000.0 {
         format!("{us:.0}us")
+    } else {
+        format!("{:.2}s", us / 1_000_000.0)
     }
 }
 
@@ -168,6 +171,16 @@ mod tests {
         assert_eq!(micros(35.0), "0.035us", "a short hold is not nothing");
         assert_eq!(micros(99.0), "0.099us");
         assert_eq!(micros(100.0), "0.1us");
+        // Seconds from a second on, so that a cell keeps its width.
+        assert_eq!(micros(999_999_000.0), "999999us");
+        assert_eq!(micros(999_999_600.0), "1.00s");
+        assert_eq!(micros(1_100_114_000.0), "1.10s");
+        let line = |hold_ns: f64| {
+            let c = Columns { hold_ns: (hold_ns / 2.0, hold_ns), wait_ns: Some((hold_ns, hold_ns)), ..Columns::default() };
+            render_line(&c, "l", 0).len()
+        };
+        assert_eq!(line(1_100_114_000.0), line(5_000.0), "every column in its place");
+        assert_eq!(line(999_999_000.0), line(5_000.0));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use crate::report::{header, micros, render_cells, render_line, render_line_witho
 /// A condvar's and a semaphore's UTIL and HOLD: they are waited on,
 /// never held.
 const UNHELD_CELLS: [bool; 9] = [true, false, true, false, false, false, false, false, false];
+/// An rwlock's read side: held, but its holds overlap, so no UTIL.
+const UTIL_CELL: [bool; 9] = [true, false, false, false, false, false, false, false, false];
 /// A semaphore's taking site: [`HOLDER_CELLS`] but the HOLD.
 const TAKER_CELLS: [bool; 9] = [false, true, false, false, true, true, false, false, false];
 use std::fmt::Write as _;
@@ -136,14 +138,22 @@ fn render_lock(out: &mut String, lock: &LockProfile, duration_ns: u64, options: 
     if matches!(lock.kind, Kind::Cond | Kind::Sem) {
         // Waited on, never held (a semaphore's count is taken, not
         // held): no UTIL, no HOLD.
-        out.push_str(&render_line_without(&lock_columns, &name, &UNHELD_CELLS));
+        out.push_str(&render_line_without(&lock_columns, &name, 0, &UNHELD_CELLS));
     } else {
         out.push_str(&render_line(&lock_columns, &name, 0));
     }
     out.push('\n');
     for (label, side) in [("read", &lock.read), ("write", &lock.write)] {
         if let Some(side) = side {
-            out.push_str(&render_line(&columns(side, duration_ns, label == "write"), label, 1));
+            let side_columns = columns(side, duration_ns, label == "write");
+            if label == "read" {
+                // Read holds overlap: their sum is no share of the run
+                // (as the CSV leaves it empty). It read 0.00% of a lock
+                // read-held 40% of the run.
+                out.push_str(&render_line_without(&side_columns, label, 1, &UTIL_CELL));
+            } else {
+                out.push_str(&render_line(&side_columns, label, 1));
+            }
             out.push('\n');
         }
     }
@@ -228,9 +238,10 @@ fn counted(n: u64, noun: &str) -> String {
 
 /// A duration for people: µs under a millisecond, then ms, then s.
 fn span(ns: u64) -> String {
+    // The bounds as the figure rounds: 999,990 us read "1000.0ms".
     match ns {
-        0..1_000_000 => format!("{:.1}us", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1}ms", ns as f64 / 1e6),
+        0..999_950 => format!("{:.1}us", ns as f64 / 1e3),
+        999_950..999_950_000 => format!("{:.1}ms", ns as f64 / 1e6),
         _ => format!("{:.2}s", ns as f64 / 1e9),
     }
 }
@@ -397,6 +408,30 @@ mod tests {
         assert!(one.contains("(1 more lock waited less than 1.0ms, --min-wait)"), "{one}");
         let two = table(vec![lock("a", 5_000_000), lock("b", 0), lock("c", 10)]);
         assert!(two.contains("(2 more locks waited less than 1.0ms, --min-wait)"), "{two}");
+    }
+
+    /// An rwlock's read row has no UTIL (its holds overlap), said as `-`:
+    /// it read 0.00% of a lock read-held 40% of the run. The write row has
+    /// its share.
+    #[test]
+    fn an_rwlock_read_row_has_no_util() {
+        let held = |hold_ns: u64| Counters { acquisitions: 2, hold_ns: crate::profile::Durations { total: hold_ns, ..Default::default() }, ..Counters::default() };
+        let lock = LockProfile { name: "l".into(), kind: Kind::Rwlock, read: Some(held(400_000)), write: Some(held(100_000)), ..LockProfile::default() };
+        let text = rendered(&lock, &TableOptions::default());
+        let row = |label: &str| text.lines().find(|l| l.ends_with(&format!("  {label}"))).unwrap_or_else(|| panic!("{label}: {text}")).to_string();
+        assert!(row("read").trim_start().starts_with("- "), "{text}");
+        assert!(row("write").trim_start().starts_with("10.00%"), "{text}");
+        assert_eq!(row("read").len() - "read".len(), row("write").len() - "write".len(), "{text}");
+    }
+
+    /// A span in its unit as it rounds: never "1000.0ms".
+    #[test]
+    fn spans_round_into_the_next_unit() {
+        assert_eq!(span(999_990_000), "1.00s");
+        assert_eq!(span(999_940_000), "999.9ms");
+        assert_eq!(span(999_990), "1.0ms");
+        assert_eq!(span(999_940), "999.9us");
+        assert_eq!(span(1_000_000), "1.0ms");
     }
 
     /// A mutex taken back inside condvar waits says so under its row.
