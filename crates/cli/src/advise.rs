@@ -370,7 +370,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         Some(why) => Some(format!("{why} (the loader drops LD_PRELOAD for it)")),
         None => crate::run::statically_linked(&program).then(|| "statically linked".to_string()),
     };
-    if let Some(why) = unreachable.filter(|_| operations.is_some_and(|(acquisitions, _)| acquisitions == 0)) {
+    // Counted none, or could not count (its tree unseen: a static program
+    // got a verdict on noise when the profile could not be made).
+    if let Some(why) = unreachable.filter(|_| operations.as_ref().map_or(true, |&(acquisitions, _)| acquisitions == 0)) {
         progress.finish();
         return Err(Failure::usage(format!(
             "{} is {why}, and no pthread lock of its tree was seen: LD_PRELOAD cannot reach its locks, so none of ours can serve it",
@@ -446,15 +448,17 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     if options.metric.is_some() {
         header.push_str(&format!(" {:>12} {:>22}", "metric", "metric vs glibc"));
     }
-    if let Some((0, _)) = operations {
-        outln!("Profiled once first: it took no pthread lock.\n");
-    } else if let Some((acquisitions, contended)) = operations {
-        outln!(
+    match &operations {
+        Ok((0, _)) => outln!("Profiled once first: it took no pthread lock.\n"),
+        Ok((acquisitions, contended)) => outln!(
             "Profiled once first: {} pthread lock acquisitions, {:.1}% of them contended.\n",
             acquisitions,
-            100.0 * contended as f64 / acquisitions.max(1) as f64
-        );
+            100.0 * *contended as f64 / (*acquisitions).max(1) as f64
+        ),
+        // Said, not left out: the line's absence read as nothing wrong.
+        Err(why) => outln!("Profiled once first: its lock operations could not be counted ({why}).\n"),
     }
+    let operations = operations.ok();
     outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
         let mut line = format!("{:<12}", variant.name());

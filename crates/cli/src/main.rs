@@ -355,10 +355,14 @@ enum Command {
         /// matched, else the whole match); higher is better.
         #[arg(long, value_name = "REGEX", value_parser = metric_regex)]
         metric: Option<regex::Regex>,
-        /// Where to draw the ratios (.svg or .png) [default: lockmeter-advise.svg, skipped
-        /// with a warning where it cannot be written].
+        /// Where to draw the ratios (.svg or .png) [default: lockmeter-advise.svg, replaced
+        /// if there, skipped with a warning where it cannot be written].
         #[arg(long, value_name = "FILE")]
         plot: Option<std::path::PathBuf>,
+        /// Draw no plot (the default one replaced a file of its name in the
+        /// working directory, and could not be turned off).
+        #[arg(long, conflicts_with = "plot")]
+        no_plot: bool,
         /// A file (a regular one) for CMD's standard input, opened again
         /// for every run [default: none, /dev/null].
         #[arg(long, value_name = "FILE")]
@@ -740,8 +744,9 @@ fn command_main() -> ExitCode {
                 }
             };
         }
-        Command::Advise { locks, repeat, metric, plot, input, command } => {
-            let Ok(plot) = plot_to_draw(plot, "lockmeter-advise.svg", args::check_plot_path, "no plot") else {
+        Command::Advise { locks, repeat, metric, plot, no_plot, input, command } => {
+            let plot = if no_plot { Ok(None) } else { plot_to_draw(plot, "lockmeter-advise.svg", args::check_plot_path, "no plot") };
+            let Ok(plot) = plot else {
                 return ExitCode::from(2);
             };
             // Ours only: the first variant is glibc.

@@ -504,11 +504,19 @@ pub fn profile_captured(
 /// pthread lock operations of its whole tree: acquisitions and contended
 /// ones. None if it could not run or failed (the caller's own runs say
 /// how).
-pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Option<(u64, u64)> {
-    let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null()).ok()?;
+pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Result<(u64, u64), String> {
+    let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null()).map_err(|failure| failure.message)?;
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => signal_name(signal),
+            _ => "an unknown status".into(),
+        };
+        return Err(format!("it ended with {how}"));
+    }
     let counters = profiles.iter().flat_map(|p| p.locks.iter()).map(|l| &l.counters);
-    let (acquisitions, contended) = counters.fold((0, 0), |(a, c), k| (a + k.acquisitions, c + k.contended));
-    status.success().then_some((acquisitions, contended))
+    Ok(counters.fold((0, 0), |(a, c), k| (a + k.acquisitions, c + k.contended)))
 }
 
 /// Runs `command` under the profiler with its stdout captured; returns its

@@ -432,3 +432,17 @@ fn advise_leaves_out_a_variant_that_fails_and_judges_the_rest() {
     // (The plot's warning first: /proc takes no file.)
     assert!(err.trim_end().ends_with("failed under futex (see its row above)") && err.lines().filter(|l| l.contains("error")).count() == 1, "{err}");
 }
+
+/// The count of lock operations advise makes first, when it cannot be
+/// made, says why: its line was left out, as if nothing were wrong.
+#[test]
+fn advise_says_when_it_could_not_count_the_lock_operations() {
+    let out = lockmeter()
+        .current_dir("/proc")
+        .env("TMPDIR", "/nonexistent-dir")
+        .args(["advise", "--locks", "futex", "--repeat", "1", "--no-plot", "--", "true"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Profiled once first: its lock operations could not be counted (cannot create a directory in /nonexistent-dir"), "{text}");
+}

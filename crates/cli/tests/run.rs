@@ -2264,7 +2264,7 @@ fn advise_on_a_fixed_time_program_points_to_metric() {
     let dir = scratch("fixed-time");
     let out = lockmeter()
         .current_dir(&dir)
-        .args(["advise", "--locks", "futex", "--repeat", "2", "--"])
+        .args(["advise", "--locks", "futex", "--repeat", "2", "--no-plot", "--"])
         .arg(subjects())
         .arg("hold")
         .output()
@@ -2272,5 +2272,6 @@ fn advise_on_a_fixed_time_program_points_to_metric() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("runs for a fixed time, its throughput is what a lock changes: give --metric REGEX"), "{text}");
+    assert!(!dir.join("lockmeter-advise.svg").exists() && !text.contains("Plot:"), "--no-plot drew one: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
