@@ -6,8 +6,8 @@
 //! none other starts, and the command removes its scratch files and dies
 //! of the signal, as a shell loop needs to stop. Before, a SIGTERM killed
 //! `advise` and left the program it ran going, and a ^C left the demo's
-//! build directory behind. A second stop ends the command there and
-//! then.
+//! build directory behind. A second stop kills the program's group and
+//! ends the command there and then.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -17,12 +17,23 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(signal: libc::c_int) {
+    let child = CHILD.load(Ordering::SeqCst);
     if SIGNAL.load(Ordering::SeqCst) != 0 {
+        // The program and its group go with it: a program that ignores
+        // the first stop was left running (re-parented to init, still
+        // writing into lockmeter's scratch directory).
+        pass_on(child, libc::SIGKILL);
         die_of(signal);
     }
     SIGNAL.store(signal, Ordering::SeqCst);
     lockmeter_bench::interrupt::request(signal);
-    pass_on(CHILD.load(Ordering::SeqCst), signal);
+    pass_on(child, signal);
+    if child > 0 {
+        // Said, so that a program slow to stop is not read as a hang.
+        const WAITING: &[u8] = b"\nlockmeter: stopping: waiting for the program to end (stop again to kill it)\n";
+        // SAFETY: write(2) is async-signal-safe; the message is static.
+        unsafe { libc::write(2, WAITING.as_ptr().cast(), WAITING.len()) };
+    }
 }
 
 /// Sends a stop to the program running and its process group, if one

@@ -378,23 +378,8 @@ fn advise_stops_a_variant_far_slower_than_glibc() {
 #[test]
 fn advise_stops_with_the_program_it_runs() {
     use std::os::unix::process::ExitStatusExt as _;
-    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.stop", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pid_file = dir.join("pid");
-    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
-    let child = lockmeter()
-        .current_dir("/proc")
-        .args(["advise", "--locks", "futex", "--repeat", "5", "--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (child, program, dir) = advise_running("stop", "exec sleep 30");
     let advise = child.id();
-    let started = std::time::Instant::now();
-    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the program never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let program: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     // SAFETY: signalling the child just spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let output = child.wait_with_output().unwrap();
@@ -410,6 +395,54 @@ fn advise_stops_with_the_program_it_runs() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("lockmeter-run.{advise}.")))
         .collect();
     assert!(leftover.is_empty(), "scratch left: {leftover:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `advise` of a shell script that writes its pid then runs `rest`, once
+/// the script runs: advise, the script's pid, and the scratch directory.
+fn advise_running(name: &str, rest: &str) -> (std::process::Child, i32, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("pid");
+    let script = format!("echo $$ > {}; {rest}", pid_file.display());
+    let child = lockmeter()
+        .current_dir("/proc")
+        .args(["advise", "--locks", "futex", "--repeat", "5", "--no-plot", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let program = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    (child, program, dir)
+}
+
+/// A program that ignores the stop: the first is passed on and said, the
+/// second kills the program's group as advise dies (it left the program
+/// running, re-parented to init).
+#[test]
+fn a_second_stop_kills_a_program_that_ignores_the_first() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let (child, program, dir) = advise_running("stubborn", "trap '' TERM; sleep 30; sleep 30");
+    for _ in 0..2 {
+        // SAFETY: signalling the child just spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("stopping: waiting for the program to end (stop again to kill it)"), "{stderr}");
+    // Killed; reaped by whoever inherits it (a zombie answers signal 0).
+    let gone = || std::fs::read_to_string(format!("/proc/{program}/stat")).map_or(true, |stat| stat.contains(") Z "));
+    let waited = std::time::Instant::now();
+    while !gone() {
+        assert!(waited.elapsed() < std::time::Duration::from_secs(5), "the program was left running");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
