@@ -110,8 +110,10 @@ enum Command {
     ///
     /// Exit status: 0; 1 when a lock failed its torture (or the broken
     /// one was not caught) or a measurement could not run; 2 for bad
-    /// options. ^C or SIGTERM stops it, removes its files, and it dies
-    /// of the signal.
+    /// options. The sections on the bundled C program need a C compiler
+    /// (cc, or $CC) and a writable temporary directory: without them they
+    /// are skipped, each saying why, and the status stays 0. ^C or SIGTERM
+    /// stops it, removes its files, and it dies of the signal.
     #[command(verbatim_doc_comment)]
     Demo {
         /// Rounds of every measurement (medians are over rounds) [default: 3; --quick: 1].
