@@ -312,34 +312,41 @@ pub fn check_directory_exists(path: &Path) -> Result<(), String> {
     }
 }
 
-/// The kernel's inode flags (`chattr`): an immutable file, or one that may
-/// only be appended to, cannot be renamed over (linux/fs.h).
-const FS_IMMUTABLE_FL: libc::c_long = 0x10;
-const FS_APPEND_FL: libc::c_long = 0x20;
+/// Whether `path` is immutable or append-only (`chattr +i`, `+a`), read
+/// with statx: no need to open it (an immutable file we cannot read was
+/// passed over when its flags were read through an open descriptor).
+fn immutable_or_append_only(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: an all-zero statx is a valid value for the kernel to fill.
+    let mut status: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statx buffer of ours.
+    let read = unsafe { libc::statx(libc::AT_FDCWD, name.as_ptr(), 0, 0, &mut status) };
+    let flags = (libc::STATX_ATTR_IMMUTABLE | libc::STATX_ATTR_APPEND) as u64;
+    read == 0 && status.stx_attributes & status.stx_attributes_mask & flags != 0
+}
 
 /// Why an existing file `target` cannot be replaced by a rename though a
-/// new file can be made beside it: immutable or append-only, or another
-/// user's in a sticky directory (/tmp) that is not ours either. Found
-/// after the run, it failed as "Operation not permitted" (exit 1) when the
-/// help promises exit 2 for an output that cannot be written.
+/// new file can be made beside it: it or its directory immutable or
+/// append-only (an append-only directory takes a new file but no rename
+/// over an old one), or the file another user's in a sticky directory
+/// (/tmp) that is not ours either. Found after the run, it failed as
+/// "Operation not permitted" (exit 1) when the help promises exit 2 for an
+/// output that cannot be written.
 fn unreplaceable(target: &Path) -> Option<String> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(target)
-        .ok();
-    if let Some(file) = &file {
-        let mut flags: libc::c_long = 0;
-        // SAFETY: FS_IOC_GETFLAGS writes the flags into `flags`, an
-        // integer at least as wide as the kernel's.
-        let read = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(file), libc::FS_IOC_GETFLAGS, &mut flags) };
-        if read == 0 && flags & (FS_IMMUTABLE_FL | FS_APPEND_FL) != 0 {
-            return Some("it is immutable or append-only (chattr +i or +a), so it cannot be replaced".into());
-        }
+    use std::os::unix::fs::MetadataExt;
+    let parent = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if immutable_or_append_only(target) {
+        return Some("it is immutable or append-only (chattr +i or +a), so it cannot be replaced".into());
+    }
+    if immutable_or_append_only(parent) {
+        return Some(format!(
+            "its directory {} is immutable or append-only (chattr +i or +a), and outputs are written through a rename, which it refuses",
+            parent.display()
+        ));
     }
     let meta = std::fs::metadata(target).ok()?;
-    let directory = std::fs::metadata(target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))).ok()?;
+    let directory = std::fs::metadata(parent).ok()?;
     // SAFETY: geteuid only reads the process's credentials.
     let me = unsafe { libc::geteuid() };
     let sticky = directory.mode() & libc::S_ISVTX != 0;

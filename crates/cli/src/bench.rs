@@ -317,7 +317,9 @@ pub fn validate(o: &Options) -> Result<(), String> {
         // A directory that takes no file (/proc, one read-only) was found
         // after the calibration, as the first run's error.
         let probe = fs.join(format!(".lockmeter-probe-{}", std::process::id()));
-        match std::fs::File::create(&probe) {
+        // (A name of its own, never an existing file's: not truncated,
+        // no link followed.)
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
             Ok(_) => {
                 let _ = std::fs::remove_file(&probe);
             }

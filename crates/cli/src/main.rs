@@ -303,11 +303,9 @@ enum Command {
     /// machine falls on all of them alike. Reports wall and CPU time, and
     /// with --metric a figure scraped from CMD's output (higher is better),
     /// each as a ratio to glibc: the median and range of the per-round
-    /// ratios. It recommends an algorithm only when it beat glibc in every
-    /// round by 3% or more, over enough rounds that the best of those
-    /// tried would do so by luck at most 5% of the time (5 rounds for one,
-    /// 8 for all seven; it says how many can tell); otherwise it says the
-    /// differences are noise. A variant still running at 10 times
+    /// ratios (the verdict's rule is below). A variant under which CMD
+    /// fails is left out from that round on, its row saying why. A
+    /// variant still running at 10 times
     /// glibc's wall time of its round (and at least 1 s past it) is
     /// stopped there, its process group killed, and runs no more: the
     /// table says so, and it is in no verdict and no plot.

@@ -17,6 +17,9 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop(signal: libc::c_int) {
+    // The interrupted code's errno, kept across the calls below.
+    // SAFETY: __errno_location gives this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
     let child = CHILD.load(Ordering::SeqCst);
     if SIGNAL.load(Ordering::SeqCst) != 0 {
         // The program and its group go with it: a program that ignores
@@ -34,6 +37,8 @@ extern "C" fn on_stop(signal: libc::c_int) {
         // SAFETY: write(2) is async-signal-safe; the message is static.
         unsafe { libc::write(2, WAITING.as_ptr().cast(), WAITING.len()) };
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }
 
 /// Sends a stop to the program running and its process group, if one

@@ -378,7 +378,7 @@ fn advise_stops_a_variant_far_slower_than_glibc() {
 #[test]
 fn advise_stops_with_the_program_it_runs() {
     use std::os::unix::process::ExitStatusExt as _;
-    let (child, program, dir) = advise_running("stop", "exec sleep 30");
+    let (child, program, dir) = advise_running("stop", "", "exec sleep 30");
     let advise = child.id();
     // SAFETY: signalling the child just spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -398,13 +398,14 @@ fn advise_stops_with_the_program_it_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `advise` of a shell script that writes its pid then runs `rest`, once
-/// the script runs: advise, the script's pid, and the scratch directory.
-fn advise_running(name: &str, rest: &str) -> (std::process::Child, i32, std::path::PathBuf) {
+/// `advise` of a shell script that runs `first`, writes its pid, then
+/// runs `rest`, once the pid is written: advise, the script's pid, and
+/// the scratch directory.
+fn advise_running(name: &str, first: &str, rest: &str) -> (std::process::Child, i32, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pid_file = dir.join("pid");
-    let script = format!("echo $$ > {}; {rest}", pid_file.display());
+    let script = format!("{first} echo $$ > {}; {rest}", pid_file.display());
     let child = lockmeter()
         .current_dir("/proc")
         .args(["advise", "--locks", "futex", "--repeat", "5", "--no-plot", "--", "sh", "-c", &script])
@@ -426,7 +427,7 @@ fn advise_running(name: &str, rest: &str) -> (std::process::Child, i32, std::pat
 #[test]
 fn a_second_stop_kills_a_program_that_ignores_the_first() {
     use std::os::unix::process::ExitStatusExt as _;
-    let (child, program, dir) = advise_running("stubborn", "trap '' TERM; sleep 30; sleep 30");
+    let (child, program, dir) = advise_running("stubborn", "trap '' TERM;", "sleep 30; sleep 30");
     for _ in 0..2 {
         // SAFETY: signalling the child just spawned.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

@@ -1727,6 +1727,15 @@ fn bad_input_gets_one_line_and_the_right_exit_code() {
         assert!(!marker.exists(), "the program did not run");
         assert_eq!(std::fs::read_to_string(&immutable).unwrap(), "kept");
         std::fs::remove_file(&immutable).unwrap();
+        // An append-only directory takes the temporary file but refuses
+        // the rename (and the temporary file's removal after it).
+        let append_only = scratch("append-only");
+        assert!(Command::new("chattr").arg("+a").arg(&append_only).status().unwrap().success());
+        let output = lockmeter().arg("run").arg("-o").arg(append_only.join("p.json")).args(["--", "touch"]).arg(&marker).output().unwrap();
+        let left: Vec<_> = std::fs::read_dir(&append_only).unwrap().collect();
+        let _ = Command::new("chattr").arg("-a").arg(&append_only).status();
+        one_line_error(&output, 2, "is immutable or append-only (chattr +i or +a), and outputs are written through a rename");
+        assert!(!marker.exists() && left.is_empty(), "ran, or left {left:?}");
     } else {
         let _ = std::fs::remove_file(&immutable);
         eprintln!("chattr +i refused here (not root, or a file system without inode flags): the immutable output unchecked");
@@ -2264,7 +2273,7 @@ fn advise_on_a_fixed_time_program_points_to_metric() {
     let dir = scratch("fixed-time");
     let out = lockmeter()
         .current_dir(&dir)
-        .args(["advise", "--locks", "futex", "--repeat", "2", "--no-plot", "--"])
+        .args(["advise", "--locks", "futex", "--repeat", "3", "--no-plot", "--"])
         .arg(subjects())
         .arg("hold")
         .output()

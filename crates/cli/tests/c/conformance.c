@@ -309,13 +309,13 @@ static void unwaitable_clock(void) {
  * through: a thread cancelled while its cancellation was disabled is
  * cancelled at its next sem_wait and takes nothing. And a wait that blocks
  * and then succeeds leaves errno as it was. */
-static sem_t sem_pending, sem_asked;
+static sem_t sem_pending, sem_asked, sem_cancelled;
 static void *sem_wait_after_pending_cancel(void *arg) {
     (void)arg;
     int old;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     sem_post(&sem_asked);
-    usleep(50000); /* cancelled meanwhile, the cancellation pending */
+    sem_wait(&sem_cancelled); /* posted once the cancellation is pending */
     pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
     sem_wait(&sem_pending);
     return NULL;
@@ -330,11 +330,13 @@ static void *post_later(void *arg) {
 static void semaphore_waits(void) {
     sem_init(&sem_pending, 0, 1);
     sem_init(&sem_asked, 0, 0);
+    sem_init(&sem_cancelled, 0, 0);
     pthread_t t;
     void *result;
     start_thread(&t, sem_wait_after_pending_cancel, NULL);
     sem_wait(&sem_asked);
     pthread_cancel(t);
+    sem_post(&sem_cancelled);
     pthread_join(t, &result);
     EQ(result == PTHREAD_CANCELED, 1);
     int value = -1;
@@ -353,6 +355,7 @@ static void semaphore_waits(void) {
     EQ(errno, 4242);
     pthread_join(t, NULL);
     sem_destroy(&sem_later);
+    sem_destroy(&sem_cancelled);
     sem_destroy(&sem_asked);
     sem_destroy(&sem_pending);
 }
