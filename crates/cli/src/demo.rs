@@ -412,7 +412,9 @@ fn cure_a_program(number: usize, binary: &std::path::Path, plot: Option<&std::pa
     match crate::advise::advise(&options) {
         Err(_) if crate::stop::requested().is_some() => return,
         Err(failure) => outln!("   (skipped: {})", failure.message),
-        Ok(()) => {}
+        // The line to try names a program built in the demo's scratch
+        // directory, gone when the demo ends.
+        Ok(()) => outln!("(`cache` is built from crates/cli/demo/cache.c: cc -O2 -pthread -o cache crates/cli/demo/cache.c)"),
     }
     outln!();
 }

@@ -204,6 +204,8 @@ fn quick_demo_shows_every_section() {
     // temporary copy the demo deletes when it ends.
     assert!(text.contains("lockmeter advise: cache 4 100000 ("), "advise names the bundled program:\n{text}");
     assert!(!text.contains("-- /"), "no temporary path to copy:\n{text}");
+    // And says how to build it, the demo's copy being gone.
+    assert!(text.contains("(`cache` is built from crates/cli/demo/cache.c: cc -O2 -pthread -o cache crates/cli/demo/cache.c)"), "{text}");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         assert!(text.contains("adaptive-oncpu"), "root runs adaptive with the on-CPU table:\n{text}");
