@@ -125,7 +125,7 @@ fn stdin(options: &Options) -> Result<std::process::Stdio, Failure> {
 /// Runs CMD once under `variant`, killed (its process group) once it has
 /// run `limit`.
 fn run_once(options: &Options, variant: Variant, library: &std::path::Path, limit: Option<Duration>) -> Result<Outcome, Failure> {
-    use std::os::unix::process::{CommandExt as _, ExitStatusExt};
+    use std::os::unix::process::CommandExt as _;
     let program = &options.command[0];
     let mut command = std::process::Command::new(program);
     command.args(&options.command[1..]).stdin(stdin(options)?).env_remove("LOCKMETER_OUTPUT");
@@ -164,11 +164,7 @@ fn run_once(options: &Options, variant: Variant, library: &std::path::Path, limi
         return Ok(Outcome::Stopped { wall });
     }
     if !status.success() {
-        let how = match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => crate::run::signal_name(signal),
-            _ => "an unknown status".into(),
-        };
+        let how = crate::run::ending(status);
         let stderr = String::from_utf8_lossy(&stderr);
         let last = stderr.lines().last().unwrap_or("").trim().to_string();
         return Err(Failure::runtime(format!(
@@ -312,6 +308,12 @@ fn the_best(candidates: &[(usize, f64, bool)], higher_is_better: bool) -> Option
     best.map(|(i, med, _)| (i, med))
 }
 
+/// A median ratio to glibc as a gain (0.05: 5% better), as a round's win
+/// is counted: 3% more, or 1/1.03 of the time.
+fn gain_of(median: f64, higher_is_better: bool) -> f64 {
+    if higher_is_better { median - 1.0 } else { 1.0 / median - 1.0 }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -396,11 +398,11 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // A variant far slower than glibc (a spinlock oversubscribed ran a
     // program 200 times as long) is stopped, and runs no more: one such
     // variant made a default run of all seven last hours.
-    let mut stopped: Vec<Option<Left>> = vec![None; options.variants.len()];
+    let mut left_out: Vec<Option<Left>> = vec![None; options.variants.len()];
     for round in 0..rounds {
         let mut glibc_wall = None;
         for (i, &variant) in options.variants.iter().enumerate() {
-            if stopped[i].is_some() {
+            if left_out[i].is_some() {
                 progress.skip();
                 continue;
             }
@@ -420,13 +422,13 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
                     }
                     runs[i].push(run);
                 }
-                Ok(Outcome::Stopped { wall }) => stopped[i] = Some(Left::Stopped { round, wall, glibc_wall: glibc_wall.unwrap_or(0.0) }),
+                Ok(Outcome::Stopped { wall }) => left_out[i] = Some(Left::Stopped { round, wall, glibc_wall: glibc_wall.unwrap_or(0.0) }),
                 // Without glibc's run there is nothing to compare with.
                 Err(failure) if variant == Variant::Glibc || failure.code != 1 => {
                     progress.finish();
                     return Err(failure);
                 }
-                Err(failure) => stopped[i] = Some(Left::Failed { round, why: failure.message }),
+                Err(failure) => left_out[i] = Some(Left::Failed { round, why: failure.message }),
             }
         }
     }
@@ -467,7 +469,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     outln!("{header}");
     for (i, variant) in options.variants.iter().enumerate() {
         let mut line = format!("{:<12}", variant.name());
-        match &stopped[i] {
+        match &left_out[i] {
             Some(Left::Stopped { round, wall, glibc_wall }) => {
                 outln!(
                     "{line} stopped in round {}: {wall:.1} s, over {STOP_AT_TIMES_GLIBC}x glibc's {glibc_wall:.3} s; not run again, in no verdict",
@@ -507,26 +509,24 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     let judged = |i: usize| {
         let pairs = paired(i, get);
         let (med, _, _) = pairs.summary();
-        let gain = if higher_is_better { med - 1.0 } else { 1.0 / med - 1.0 };
-        (med, verdict(pairs.wins(higher_is_better), pairs.ratios.len(), tried, gain) == Verdict::Recommend)
+        (med, verdict(pairs.wins(higher_is_better), pairs.ratios.len(), tried, gain_of(med, higher_is_better)) == Verdict::Recommend)
     };
     let candidates: Vec<(usize, f64, bool)> = (1..options.variants.len())
-        .filter(|&i| stopped[i].is_none())
+        .filter(|&i| left_out[i].is_none())
         .map(|i| {
             let (med, recommended) = judged(i);
             (i, med, recommended)
         })
         .collect();
     let best = the_best(&candidates, higher_is_better);
-    if best.is_none() && stopped.iter().any(Option::is_some) {
+    if best.is_none() && left_out.iter().any(Option::is_some) {
         outln!("Keep glibc's locks: every one of ours tried was stopped, far slower than glibc's, or failed.");
     }
     if let Some((i, med)) = best {
         let pairs = paired(i, get);
         let wins = pairs.wins(higher_is_better);
         let n = pairs.ratios.len();
-        // As a round's win is counted: 3% more, or 1/1.03 of the time.
-        let gain = if higher_is_better { med - 1.0 } else { 1.0 / med - 1.0 };
+        let gain = gain_of(med, higher_is_better);
         let chance = chance_of_wins(wins, n, tried);
         let variant = options.variants[i].name();
         // Never printed as the 3% it missed (1.0295 read "1.030x" beside
@@ -589,7 +589,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     }
     let (title_measure, get) = if options.metric.is_some() { ("metric", measures[2].2) } else { ("wall time", measures[0].2) };
     let bars: Vec<Ratio> = (0..options.variants.len())
-        .filter(|&i| stopped[i].is_none())
+        .filter(|&i| left_out[i].is_none())
         .map(|i| {
             let (median, low, high) = if i == 0 { (1.0, 1.0, 1.0) } else { paired(i, get).summary() };
             Ratio { label: options.variants[i].name().to_string(), median, low, high }
@@ -610,7 +610,7 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     }
     // CMD failed under some lock: said above, and in the status, for a
     // script that must not take the verdict as the whole story.
-    let failed: Vec<&str> = options.variants.iter().zip(&stopped).filter(|(_, left)| matches!(left, Some(Left::Failed { .. }))).map(|(v, _)| v.name()).collect();
+    let failed: Vec<&str> = options.variants.iter().zip(&left_out).filter(|(_, left)| matches!(left, Some(Left::Failed { .. }))).map(|(v, _)| v.name()).collect();
     if !failed.is_empty() {
         return Err(Failure::runtime(format!("{} failed under {} (see its row above)", options.shown_as, failed.join(", "))));
     }

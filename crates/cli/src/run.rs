@@ -389,6 +389,17 @@ pub fn preload_dropped(path: &Path) -> Option<&'static str> {
     (capabilities > 0).then_some("given file capabilities")
 }
 
+/// How a program ended that did not succeed: "exit status N", or the
+/// signal that killed it.
+pub fn ending(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => signal_name(signal),
+        _ => "an unknown status".into(),
+    }
+}
+
 pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
@@ -507,13 +518,7 @@ pub fn profile_captured(
 pub fn lock_operations(command: &[OsString], stdin: std::process::Stdio) -> Result<(u64, u64), String> {
     let (status, _, _, profiles) = profile_tree(command, None, stdin, std::process::Stdio::null()).map_err(|failure| failure.message)?;
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt as _;
-        let how = match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => signal_name(signal),
-            _ => "an unknown status".into(),
-        };
-        return Err(format!("it ended with {how}"));
+        return Err(format!("it ended with {}", ending(status)));
     }
     let counters = profiles.iter().flat_map(|p| p.locks.iter()).map(|l| &l.counters);
     Ok(counters.fold((0, 0), |(a, c), k| (a + k.acquisitions, c + k.contended)))
