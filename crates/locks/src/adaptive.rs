@@ -53,10 +53,13 @@
 //! ```
 //! (owner tid 0 when free; TIMED, COUNTING and the count only while a
 //! probe runs, see `count_kept_acquisitions`)
-//! Uncontended lock is one compare-exchange 0 -> tid, unlock one
-//! compare-exchange tid -> 0 (a release for another thread, as the C ABI
-//! allows, reads the word and subtracts the tid it names: flags that came
-//! meanwhile stay, and are seen in the value it returns). A word with
+//! Uncontended lock is one compare-exchange 0 -> tid, unlock a read that
+//! finds tid alone and an exchange with 0 (a flag that comes between the
+//! two is cleared by the exchange, and what it asked for is done after
+//! the release, for the waiter that raised it: see
+//! `flags_taken_by_the_release`; a release for another thread, as the C
+//! ABI allows, reads the word and subtracts the tid it names: flags that
+//! came meanwhile stay, and are seen in the value it returns). A word with
 //! flags beside the owner takes the contended unlock, whose releasing
 //! compare-exchange also decides whether to wake: whether a waiter spins
 //! is a bit of the same word, so the decision and the release are one
@@ -184,6 +187,13 @@ fn is_free(word: u32) -> bool {
 const CLAIMED: u32 = 1 << 30;
 /// In the handoff slot: the requester now owns the lock.
 const GRANTED: u32 = 1 << 31;
+/// In the handoff slot: the request's HANDOFF came between an unlock's
+/// read of the word and its exchange, which released the lock and took
+/// the flag with it (see `flags_taken_by_the_release`): the requester is
+/// to flag the word again. Until it is told, it may not withdraw (its
+/// unlocker writes this bit, and may do so only while somebody waits on
+/// the lock).
+const FLAG_AGAIN: u32 = 1 << 29;
 
 /// Futex bits of the three kinds of sleeper on the handoff slot: the
 /// requester waiting for its grant; starving waiters queued for the slot
@@ -642,20 +652,73 @@ impl<R: Recorder> RawAdaptive<R> {
             check_protocol(owner == tid, "an unlock by a thread that does not hold the lock");
         }
         self.recorder.releasing();
-        // One compare-exchange of the caller's id to 0, as futex-tid's:
-        // on a word with flags, or one that names a parent thread in a
-        // child of `fork`, it fails and returns the word, which
-        // `release_word` releases. Against the read and subtraction that
-        // `release_word` does, alternated builds on the AMD EPYC guest,
-        // medians of the runs' ratios to the best peer in the same process:
-        // `sem` at 1/2/4/16/64/256 threads 0.969 1.413 1.089 1.017 1.009
-        // 0.979x -> 1.000 1.489 1.150 1.080 1.061 0.951x (three runs),
-        // `dir` at 1/16/64/256 0.992 0.968 0.906 0.927x -> 0.996 0.961
-        // 0.927 0.888x (three runs at one thread, six at the others).
-        // Where sleepers keep flags on the word (256 threads) the failed
-        // compare-exchange costs more than the read did.
-        if let Err(word) = self.release_as(tid) {
-            self.release_word(word);
+        // A read, then, on a word that holds the caller's id and nothing
+        // else, an exchange with 0, as std's and futex-tid's unlocks
+        // release; any other word (flags, or a parent thread's id in a
+        // child of `fork`) goes to `release_word`, whose compare-exchange
+        // releases it and decides the wake in one step. The exchange,
+        // not a compare-exchange or a subtraction: after a critical
+        // section that stores, the other two slow the whole loop on the
+        // AMD EPYC guest (`lockmeter bench dir` at one thread, alternated
+        // builds in the host's fast phase, Mops/s against std's 36-37:
+        // compare-exchange 27.8-28.4, subtraction 29.5-31.1, read and
+        // exchange 35.5-36.8, exchange alone 37.0-37.1). The read costs
+        // nothing there, and on a word with flags it replaces a failed
+        // compare-exchange. A flag can still come between the read and
+        // the exchange, which then frees the word without it: what the
+        // flag asked for is done after the release (see
+        // `flags_taken_by_the_release`).
+        let word = self.word.load(Ordering::Relaxed);
+        if word != tid {
+            return self.release_word(word);
+        }
+        #[cfg(all(test, not(loom)))]
+        tests::BETWEEN_READ_AND_EXCHANGE.with(|hook| {
+            if let Some(flag) = hook.get() {
+                flag(std::ptr::from_ref(self).cast());
+            }
+        });
+        // AcqRel: a HANDOFF it takes makes the request it flags visible.
+        let was = self.word.swap(0, Ordering::AcqRel);
+        self.released();
+        if was != tid {
+            self.flags_taken_by_the_release(was);
+        }
+    }
+
+    /// A waiter flagged the word between the unlock's read and its
+    /// exchange, which released the lock and cleared the flags in
+    /// `was`. Nothing of the lock may be touched after a release unless
+    /// somebody still waits on it (a mutex may be freed by its next
+    /// holder at once), so:
+    /// - WAITERS: wake one sleeper, who marks the word again when it takes
+    ///   the lock or sleeps (as after the contended unlock, which clears
+    ///   the mark and wakes one); with a spinner (SPINNER) the contended
+    ///   unlock would leave the waking to it, but the mark it would keep
+    ///   is gone, so wake anyway. The wake takes the address only.
+    /// - HANDOFF: a starving waiter asked for the lock and waits for it.
+    ///   Its request is unclaimed in the slot, and the requester may not
+    ///   withdraw it while its flag is missing (see `withdraw_handoff`),
+    ///   so the slot is ours to write: mark it FLAG_AGAIN and wake the
+    ///   requester, which flags the word again (now held by another
+    ///   thread, or free, when it competes for it as any waiter). The
+    ///   barging thread that took the word meanwhile is the starvation
+    ///   this costs: one acquisition, in a window of nanoseconds.
+    /// - SPINNER: nothing; the spinner's own clearing tolerates it gone.
+    /// - COUNTING (a probe's window opened in the gap): the window counts
+    ///   nothing more and votes for handing over; one vote of several.
+    #[cold]
+    fn flags_taken_by_the_release(&self, was: u32) {
+        if was & HANDOFF != 0 {
+            // (The exchange's acquire made the request visible.)
+            let told = self.mark_open_request(FLAG_AGAIN).is_some();
+            check_protocol(told, "a HANDOFF taken by a release without its request waiting");
+            if told {
+                futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
+            }
+        }
+        if was & WAITERS != 0 {
+            futex_wake(&self.word, 1);
         }
     }
 
@@ -1405,6 +1468,27 @@ impl<R: Recorder> RawAdaptive<R> {
     /// `Some(false)` on timeout, `None` if the request was withdrawn because
     /// the lock was free.
     fn wait_for_handoff(&self, tid: u32, deadline: Option<Instant>) -> Option<bool> {
+        loop {
+            match self.flag_and_wait_for_handoff(tid, deadline) {
+                // An unlock's exchange took our flag: flag the word again
+                // (its new owner's), or compete if it is free.
+                None if self.handoff.load(Ordering::Relaxed) == tid | FLAG_AGAIN => {
+                    if crate::sync::deadline_passed(deadline) {
+                        // Nobody else writes a slot with FLAG_AGAIN.
+                        self.handoff.store(0, Ordering::Release);
+                        self.wake_next_in_line();
+                        return Some(false);
+                    }
+                    self.handoff.store(tid, Ordering::Relaxed);
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// One request of [`Self::wait_for_handoff`]: `None` also when the
+    /// flag was taken (the slot reads FLAG_AGAIN).
+    fn flag_and_wait_for_handoff(&self, tid: u32, deadline: Option<Instant>) -> Option<bool> {
         // Flag the held word so the owner's unlock takes the slow path; the
         // owner it names is the one to watch (read again after the flag, the
         // word could be reserved already, naming nobody: tid 0's CPU clock
@@ -1456,6 +1540,9 @@ impl<R: Recorder> RawAdaptive<R> {
                 self.wake_next_in_line();
                 return Some(true);
             }
+            if slot == tid | FLAG_AGAIN {
+                return None;
+            }
             if slot == tid && crate::sync::deadline_passed(deadline) {
                 if self.withdraw_handoff(tid) {
                     return Some(false);
@@ -1477,12 +1564,20 @@ impl<R: Recorder> RawAdaptive<R> {
         }
     }
 
-    /// Takes a handoff request back. HANDOFF is cleared before the slot is
-    /// freed, keeping the invariant (HANDOFF implies a request in the slot).
-    /// Returns false if the unlocker claimed the request first.
+    /// Takes a handoff request back, the word flagged. HANDOFF is cleared
+    /// before the slot is freed, keeping the invariant (HANDOFF implies a
+    /// request in the slot). Returns false if the unlocker claimed the
+    /// request first, or if an unlock's exchange took the flag: that
+    /// unlocker is about to write FLAG_AGAIN in the slot, which must not
+    /// be freed (and the lock with it) before it has.
     fn withdraw_handoff(&self, tid: u32) -> bool {
         let mut word = self.word.load(Ordering::Relaxed);
-        while word & HANDOFF != 0 {
+        loop {
+            if word & HANDOFF == 0 {
+                // Taken by an exchange, or by the grant's exclusive-or
+                // after the request was claimed: either way, wait.
+                return false;
+            }
             if word & OWNER_MASK == 0 {
                 // Reserved: the unlocker has released the word to us and
                 // is claiming the request; the grant is on its way.
@@ -1619,14 +1714,7 @@ impl<R: Recorder> RawAdaptive<R> {
     /// The word is reserved for the handoff requester: claim its request
     /// and hand it the lock.
     fn hand_over_reserved(&self) {
-        let request = self.handoff.load(Ordering::Relaxed);
-        let claimed = request & (CLAIMED | GRANTED) == 0
-            && request != 0
-            && self
-                .handoff
-                .compare_exchange(request, request | CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok();
-        if claimed {
+        if let Some(request) = self.mark_open_request(CLAIMED) {
             return self.hand_over(request);
         }
         check_protocol(false, "a reserved word without its request");
@@ -1635,6 +1723,17 @@ impl<R: Recorder> RawAdaptive<R> {
         self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
         self.released();
         futex_wake(&self.word, 1);
+    }
+
+    /// Marks the handoff slot's request with `mark` if it is open (a
+    /// requester's id alone: not claimed, granted, or told to flag again);
+    /// returns the request. Called by the unlocker that took a HANDOFF off
+    /// the word, whose acquire made the request visible.
+    fn mark_open_request(&self, mark: u32) -> Option<u32> {
+        let request = self.handoff.load(Ordering::Relaxed);
+        let open = request & !OWNER_MASK == 0 && request != 0;
+        (open && self.handoff.compare_exchange(request, request | mark, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+            .then_some(request)
     }
 
     /// In a child of `fork`: if the handoff request is a parent thread's,
@@ -1895,6 +1994,177 @@ mod tests {
     thread_local! {
         /// Called by `released` on this thread, with the lock's address.
         pub(super) static AFTER_RELEASE: std::cell::Cell<Option<fn(*const ())>> = const { std::cell::Cell::new(None) };
+        /// Called by `unlock` on this thread between its read of the word
+        /// and its exchange, with the lock's address: where a waiter's
+        /// flag can come unseen.
+        pub(super) static BETWEEN_READ_AND_EXCHANGE: std::cell::Cell<Option<fn(*const ())>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// The live lock a `BETWEEN_READ_AND_EXCHANGE` hook is called with.
+    fn hooked_lock<'a>(lock: *const ()) -> &'a RawAdaptive<NoStats> {
+        // SAFETY: the tests below pass a live `RawAdaptive<NoStats>`,
+        // which outlives the unlock that calls the hook.
+        unsafe { &*lock.cast::<RawAdaptive<NoStats>>() }
+    }
+
+    /// Whether thread `tid` of this process is blocked in a futex system
+    /// call (202 on x86-64), read from its `/proc` entry.
+    fn asleep_in_futex(tid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+            .is_ok_and(|call| call.split_whitespace().next() == Some("202"))
+    }
+
+    static GAP_SLEEPER: AtomicU32 = AtomicU32::new(0);
+
+    /// A sleeper announces itself between an unlock's read and its
+    /// exchange, which clears the mark as it releases: the unlock wakes
+    /// it (a sleeper left unmarked on a free word would sleep until some
+    /// later contended unlock happened to wake it, or for ever).
+    #[test]
+    fn a_sleeper_marked_after_the_unlock_read_the_word_is_woken() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        lock.lock();
+        let marked = lock.word.load(Ordering::Relaxed) | WAITERS;
+        let sleeper = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                // Sleeps once the hook has marked the word; times out if
+                // nobody wakes it.
+                while lock.word.load(Ordering::Relaxed) != marked {
+                    std::thread::yield_now();
+                }
+                GAP_SLEEPER.store(current_tid(), Ordering::Relaxed);
+                futex_wait(&lock.word, marked, Some(Instant::now() + std::time::Duration::from_secs(2)))
+            })
+        };
+        fn mark_and_let_it_sleep(lock: *const ()) {
+            let lock = hooked_lock(lock);
+            lock.word.fetch_or(WAITERS, Ordering::Relaxed);
+            let started = Instant::now();
+            while !(GAP_SLEEPER.load(Ordering::Relaxed) != 0 && asleep_in_futex(GAP_SLEEPER.load(Ordering::Relaxed))) {
+                assert!(started.elapsed().as_secs() < 5, "the sleeper never slept");
+                std::thread::yield_now();
+            }
+        }
+        BETWEEN_READ_AND_EXCHANGE.with(|hook| hook.set(Some(mark_and_let_it_sleep)));
+        unsafe { lock.unlock() };
+        BETWEEN_READ_AND_EXCHANGE.with(|hook| hook.set(None));
+        assert_eq!(sleeper.join().unwrap(), WaitOutcome::Woken);
+        assert_eq!(lock.word.load(Ordering::Relaxed), 0, "released, the mark gone with the wake");
+    }
+
+    /// A requester that starts when told (`go` set to 1), asks for the
+    /// handoff, and reports what `wait_for_handoff` returned, the word
+    /// then, and its id (it unlocks a lock handed to it).
+    fn gap_requester(
+        lock: &Arc<RawAdaptive<NoStats>>,
+        go: &'static AtomicU32,
+    ) -> std::sync::mpsc::Receiver<(Option<bool>, u32, u32)> {
+        let (send, receive) = std::sync::mpsc::channel();
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            while go.load(Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            let me = current_tid();
+            lock.handoff.store(me, Ordering::Relaxed);
+            go.store(me, Ordering::Relaxed);
+            let granted = lock.wait_for_handoff(me, None);
+            let word = lock.word.load(Ordering::Relaxed);
+            if granted == Some(true) {
+                unsafe { lock.unlock() };
+            }
+            send.send((granted, word, me)).unwrap();
+        });
+        receive
+    }
+
+    /// Lets the requester (`go`) flag the word, and waits until it sleeps.
+    fn let_the_requester_flag(lock: &RawAdaptive<NoStats>, go: &AtomicU32) {
+        go.store(1, Ordering::Relaxed);
+        let started = Instant::now();
+        while !(lock.word.load(Ordering::Relaxed) & HANDOFF != 0 && asleep_in_futex(go.load(Ordering::Relaxed))) {
+            assert!(started.elapsed().as_secs() < 5, "the requester never flagged the word and slept");
+            std::thread::yield_now();
+        }
+    }
+
+    thread_local! {
+        /// The `go` of the requester the hook below lets flag the word.
+        static GAP_GO: std::cell::Cell<Option<&'static AtomicU32>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// Unlocks `lock`, held by this thread, letting a requester (started
+    /// by `go`) flag the word between the unlock's read and its exchange.
+    fn unlock_while_a_requester_flags(
+        lock: &Arc<RawAdaptive<NoStats>>,
+        go: &'static AtomicU32,
+    ) -> std::sync::mpsc::Receiver<(Option<bool>, u32, u32)> {
+        let requester = gap_requester(lock, go);
+        fn let_it_flag(lock: *const ()) {
+            let go = GAP_GO.with(|go| go.get()).expect("the test names its requester");
+            let_the_requester_flag(hooked_lock(lock), go);
+        }
+        GAP_GO.with(|gap_go| gap_go.set(Some(go)));
+        BETWEEN_READ_AND_EXCHANGE.with(|hook| hook.set(Some(let_it_flag)));
+        unsafe { lock.unlock() };
+        BETWEEN_READ_AND_EXCHANGE.with(|hook| hook.set(None));
+        requester
+    }
+
+    static FREED_GAP_REQUEST: AtomicU32 = AtomicU32::new(0);
+
+    /// A starving waiter flags the word for a handoff between an unlock's
+    /// read and its exchange, which releases the lock and takes the flag:
+    /// the requester is told, finds the lock free and withdraws to
+    /// compete for it (without the telling it would sleep on its request
+    /// for ever, and every starving waiter behind it in the slot's queue).
+    #[test]
+    fn a_requester_whose_flag_the_release_took_is_told() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        lock.lock();
+        let requester = unlock_while_a_requester_flags(&lock, &FREED_GAP_REQUEST);
+        let told = requester.recv_timeout(std::time::Duration::from_secs(5));
+        if told.is_err() {
+            // Let the requester finish before failing.
+            lock.handoff.store(FREED_GAP_REQUEST.load(Ordering::Relaxed) | FLAG_AGAIN, Ordering::Relaxed);
+            futex_wake_bits(&lock.handoff, 1, REQUESTER_BITS);
+            panic!("the requester was not told its flag was taken");
+        }
+        assert_eq!(told.unwrap().0, None, "the lock was free: withdrawn, to compete for it");
+        assert_eq!(lock.handoff.load(Ordering::Relaxed), 0, "the slot is free");
+        assert_eq!(lock.word.load(Ordering::Relaxed), 0);
+    }
+
+    static HELD_GAP_REQUEST: AtomicU32 = AtomicU32::new(0);
+
+    /// As above, but a barging thread (this one) takes the word before the
+    /// requester wakes: the requester flags the barger's word and its
+    /// unlock hands the lock over.
+    #[test]
+    fn a_handoff_flag_taken_by_the_release_is_raised_again() {
+        let lock = Arc::new(RawAdaptive::<NoStats>::new());
+        let tid = current_tid();
+        lock.lock();
+        let requester = unlock_while_a_requester_flags(&lock, &HELD_GAP_REQUEST);
+        // The requester was asleep: this relock is done long before its
+        // wake-up is.
+        lock.lock();
+        let started = Instant::now();
+        while lock.word.load(Ordering::Relaxed) & HANDOFF == 0 {
+            if let Ok(early) = requester.try_recv() {
+                panic!("the requester ended before flagging the word again: {early:?}");
+            }
+            assert!(started.elapsed().as_secs() < 5, "the requester never flagged the word again");
+            std::thread::yield_now();
+        }
+        assert_eq!(lock.word.load(Ordering::Relaxed) & OWNER_MASK, tid);
+        unsafe { lock.unlock() };
+        let (granted, word, me) = requester.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        assert_eq!(granted, Some(true));
+        assert_eq!(word & OWNER_MASK, me, "handed over");
+        assert!(!lock.is_locked());
     }
 
     /// What a new owner leaves in the lock's memory after taking the lock,
@@ -2515,9 +2785,11 @@ mod tests {
         futex_wake(&lock.word, u32::MAX);
         until_asleep(&tids);
         assert!(done.try_recv().is_err(), "the lock is held");
-        // The request leaves and the lock is released: the first in line
-        // finds it free.
-        assert!(lock.withdraw_handoff(OTHER));
+        // The request leaves (it never flagged the word: its slot is
+        // freed as a withdrawal frees it) and the lock is released: the
+        // first in line finds it free.
+        lock.handoff.store(0, Ordering::Release);
+        lock.wake_next_in_line();
         unsafe { lock.unlock() };
         for waiter in 0..2 {
             let served = done.recv_timeout(std::time::Duration::from_secs(5));
