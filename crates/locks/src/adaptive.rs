@@ -672,6 +672,13 @@ impl<R: Recorder> RawAdaptive<R> {
         if word != tid {
             return self.release_word(word);
         }
+        self.release_by_exchange(tid);
+    }
+
+    /// The uncontended release: `tid`, read alone in the word a moment
+    /// ago, exchanged with 0; a flag that came since is served after.
+    #[inline(always)]
+    fn release_by_exchange(&self, tid: u32) {
         #[cfg(all(test, not(loom)))]
         tests::BETWEEN_READ_AND_EXCHANGE.with(|hook| {
             if let Some(flag) = hook.get() {
@@ -707,8 +714,15 @@ impl<R: Recorder> RawAdaptive<R> {
     /// - SPINNER: nothing; the spinner's own clearing tolerates it gone.
     /// - COUNTING (a probe's window opened in the gap): the window counts
     ///   nothing more and votes for handing over; one vote of several.
+    ///
+    /// `errno` is left as it was: a pthread replacement's uncontended
+    /// unlock releases this way and promises the program no system call
+    /// that could change it (a wake on memory freed meanwhile fails).
     #[cold]
     fn flags_taken_by_the_release(&self, was: u32) {
+        #[cfg(not(loom))]
+        // SAFETY: the calling thread's errno location is always valid.
+        let errno = unsafe { *libc::__errno_location() };
         if was & HANDOFF != 0 {
             // (The exchange's acquire made the request visible.)
             let told = self.mark_open_request(FLAG_AGAIN).is_some();
@@ -720,16 +734,11 @@ impl<R: Recorder> RawAdaptive<R> {
         if was & WAITERS != 0 {
             futex_wake(&self.word, 1);
         }
-    }
-
-    /// The uncontended release: `tid`'s word (no flags) to 0 in one
-    /// compare-exchange. On any other word nothing is done, and the word
-    /// is returned.
-    #[inline(always)]
-    fn release_as(&self, tid: u32) -> Result<(), u32> {
-        self.word.compare_exchange(tid, 0, Ordering::Release, Ordering::Relaxed)?;
-        self.released();
-        Ok(())
+        #[cfg(not(loom))]
+        // SAFETY: as above.
+        unsafe {
+            *libc::__errno_location() = errno
+        };
     }
 
     /// Releases the lock on behalf of whichever thread holds it, as
@@ -1828,21 +1837,28 @@ impl RawAdaptive<NoStats> {
     }
 
     /// Releases the lock if thread `tid`, the caller, holds it and no
-    /// waiter needs waking: the uncontended unlock, one compare-exchange,
-    /// never a system call. False, with nothing done, otherwise; then
-    /// [`Self::unlock`] (or [`Self::unlock_from_any_thread`]) releases it.
-    /// For callers that must know no system call ran (a pthread
-    /// replacement keeps `errno` as the program left it, and saving it
-    /// costs more than the unlock). Only on a lock that records nothing: a
-    /// recorder hears of a release before it happens, and this one may not.
+    /// waiter needs waking: the uncontended unlock, a read and an
+    /// exchange, as [`Self::unlock`]'s, leaving `errno` as it was (a
+    /// waiter that flags the word between the two is woken after the
+    /// release, `errno` kept around the system call). False, with nothing
+    /// done, otherwise; then [`Self::unlock`] (or
+    /// [`Self::unlock_from_any_thread`]) releases it. For callers that
+    /// must know `errno` is untouched (a pthread replacement keeps it as
+    /// the program left it, and saving it costs more than the unlock).
+    /// Only on a lock that records nothing: a recorder hears of a release
+    /// before it happens, and this one may not.
     ///
     /// # Safety
     /// As [`Self::try_lock_as`].
     #[inline]
     pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
-        // Fails on a word with flags (WAITERS, SPINNER, HANDOFF, a probe's),
-        // and on one that names another thread.
-        self.release_as(tid).is_ok()
+        // Declines a word with flags (WAITERS, SPINNER, HANDOFF, a
+        // probe's), and one that names another thread.
+        if self.word.load(Ordering::Relaxed) != tid {
+            return false;
+        }
+        self.release_by_exchange(tid);
+        true
     }
 }
 

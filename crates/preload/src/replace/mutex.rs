@@ -558,8 +558,10 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 
 /// `pthread_mutex_unlock` with nobody to wake: the owner checks of a
 /// recursive or error-checking mutex, then the algorithm's uncontended
-/// release, one compare-exchange; no system call (so the caller need not
-/// save `errno` around it). `Some(result)` when decided; `None`, with
+/// release (one compare-exchange; `adaptive`'s a read and an exchange,
+/// which wakes a waiter that flagged the word between the two, keeping
+/// `errno`); no system call that changes `errno` (so the caller need not
+/// save it). `Some(result)` when decided; `None`, with
 /// nothing done, when a waiter needs waking, when the mutex is free, when
 /// the caller does not hold a normal mutex (glibc lets any thread unlock
 /// one), and for `ticket` and `mcs`, whose full unlock is short anyway:
