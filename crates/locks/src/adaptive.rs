@@ -668,17 +668,20 @@ impl<R: Recorder> RawAdaptive<R> {
         // the exchange, which then frees the word without it: what the
         // flag asked for is done after the release (see
         // `flags_taken_by_the_release`).
-        let word = self.word.load(Ordering::Relaxed);
-        if word != tid {
-            return self.release_word(word);
+        if let Err(word) = self.release_as(tid) {
+            self.release_word(word);
         }
-        self.release_by_exchange(tid);
     }
 
-    /// The uncontended release: `tid`, read alone in the word a moment
-    /// ago, exchanged with 0; a flag that came since is served after.
+    /// The uncontended release: on a word read to hold `tid` alone, an
+    /// exchange with 0; a flag that came between the two is served after.
+    /// On any other word nothing is done, and the word is returned.
     #[inline(always)]
-    fn release_by_exchange(&self, tid: u32) {
+    fn release_as(&self, tid: u32) -> Result<(), u32> {
+        let word = self.word.load(Ordering::Relaxed);
+        if word != tid {
+            return Err(word);
+        }
         #[cfg(all(test, not(loom)))]
         tests::BETWEEN_READ_AND_EXCHANGE.with(|hook| {
             if let Some(flag) = hook.get() {
@@ -691,6 +694,7 @@ impl<R: Recorder> RawAdaptive<R> {
         if was != tid {
             self.flags_taken_by_the_release(was);
         }
+        Ok(())
     }
 
     /// A waiter flagged the word between the unlock's read and its
@@ -720,27 +724,21 @@ impl<R: Recorder> RawAdaptive<R> {
     /// that could change it (a wake on memory freed meanwhile fails).
     #[cold]
     fn flags_taken_by_the_release(&self, was: u32) {
-        #[cfg(not(loom))]
-        // SAFETY: the calling thread's errno location is always valid.
-        let errno = unsafe { *libc::__errno_location() };
-        if was & HANDOFF != 0 {
-            // (The exchange's acquire made the request visible.)
-            let told = self.mark_open_request(FLAG_AGAIN).is_some();
-            // (In a child of `fork` the requester may have withdrawn: see
-            // `withdraw_handoff`.)
-            check_protocol(told || crate::sync::forked(), "a HANDOFF taken by a release without its request waiting");
-            if told {
-                futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
+        crate::futex::keeping_errno(|| {
+            if was & HANDOFF != 0 {
+                // (The exchange's acquire made the request visible.)
+                let told = self.mark_open_request(FLAG_AGAIN).is_some();
+                // (In a child of `fork` the requester may have withdrawn: see
+                // `withdraw_handoff`.)
+                check_protocol(told || crate::sync::forked(), "a HANDOFF taken by a release without its request waiting");
+                if told {
+                    futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
+                }
             }
-        }
-        if was & WAITERS != 0 {
-            futex_wake(&self.word, 1);
-        }
-        #[cfg(not(loom))]
-        // SAFETY: as above.
-        unsafe {
-            *libc::__errno_location() = errno
-        };
+            if was & WAITERS != 0 {
+                futex_wake(&self.word, 1);
+            }
+        });
     }
 
     /// Releases the lock on behalf of whichever thread holds it, as
@@ -1866,11 +1864,7 @@ impl RawAdaptive<NoStats> {
     pub unsafe fn unlock_if_uncontended_as(&self, tid: u32) -> bool {
         // Declines a word with flags (WAITERS, SPINNER, HANDOFF, a
         // probe's), and one that names another thread.
-        if self.word.load(Ordering::Relaxed) != tid {
-            return false;
-        }
-        self.release_by_exchange(tid);
-        true
+        self.release_as(tid).is_ok()
     }
 }
 

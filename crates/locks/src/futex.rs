@@ -193,10 +193,26 @@ mod os {
         // SAFETY: the calling thread's errno location is always valid.
         unsafe { *libc::__errno_location() }
     }
+
+    /// Runs `operation`, then puts `errno` back as it found it: for paths
+    /// that promise a pthread replacement no system call that changes it.
+    pub(crate) fn keeping_errno<T>(operation: impl FnOnce() -> T) -> T {
+        let saved = errno();
+        let result = operation();
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = saved };
+        result
+    }
 }
 
 #[cfg(not(loom))]
-pub(crate) use os::errno;
+pub(crate) use os::{errno, keeping_errno};
+
+/// Under loom there is no `errno` to keep.
+#[cfg(loom)]
+pub(crate) fn keeping_errno<T>(operation: impl FnOnce() -> T) -> T {
+    operation()
+}
 #[cfg(not(loom))]
 pub use os::{absolute, realtime_timeouts_work, wait, wait_bits, wait_until, wake, wake_bits};
 

@@ -203,17 +203,14 @@ mod glibc_descriptor {
     /// failing system call, and registering the handler allocates.
     #[cold]
     pub(super) fn tid_until_checked() -> u32 {
-        // SAFETY: the calling thread's errno location is always valid.
-        let errno = unsafe { *libc::__errno_location() };
-        super::register_fork_handler();
-        if STATE.load(Relaxed) == UNCHECKED {
-            let usable = tid() == super::kernel_tid();
-            STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
-        }
-        let id = if usable() { tid() } else { super::cached_tid() };
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = errno };
-        id
+        crate::futex::keeping_errno(|| {
+            super::register_fork_handler();
+            if STATE.load(Relaxed) == UNCHECKED {
+                let usable = tid() == super::kernel_tid();
+                STATE.store(if usable { USABLE } else { UNUSABLE }, Relaxed);
+            }
+            if usable() { tid() } else { super::cached_tid() }
+        })
     }
 }
 
