@@ -385,7 +385,11 @@ const _: () = {
 };
 
 /// The owner bookkeeping before blocking: Some(result) when the call is
-/// decided without touching the lock (a relock by the owner).
+/// decided without touching the lock (a relock by the owner). Inlined:
+/// for a normal mutex it is one test of the type, and called it cost the
+/// served uncontended pair 1.6 ns (a C loop, medians of 15 alternated
+/// runs, 11.9 ns called, 10.3 inlined, glibc 6.6).
+#[inline(always)]
 fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
     if !keeps_owner(kind) {
