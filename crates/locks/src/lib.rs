@@ -87,6 +87,8 @@ pub use mcs::RawMcs;
 pub use record::{AcquireKind, NoStats, Recorder};
 pub use spin::RawSpin;
 pub use sync::current_tid;
+#[cfg(not(loom))]
+pub use sync::current_tid_at_hand;
 #[cfg(loom)]
 pub use sync::model_time_up;
 #[cfg(not(loom))]

@@ -131,6 +131,21 @@ pub fn current_tid() -> u32 {
     cached_tid()
 }
 
+/// [`current_tid`] where it is one load (glibc's thread descriptor, known
+/// to hold the id), else `None`: for a fast path that must make no call
+/// (a call makes it save registers on every pass); it takes its slower
+/// path, which asks [`current_tid`], instead.
+#[cfg(not(loom))]
+#[inline(always)]
+pub fn current_tid_at_hand() -> Option<u32> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    {
+        glibc_descriptor::usable().then(glibc_descriptor::tid)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
+    None
+}
+
 /// The caller's kernel thread id from the thread-local cache.
 #[cfg(not(loom))]
 #[inline]
@@ -411,6 +426,16 @@ mod tests {
         assert_eq!(current_tid(), kernel_tid());
         assert!(glibc_descriptor::usable());
         assert_eq!(glibc_descriptor::tid(), kernel_tid());
+    }
+
+    /// Once the descriptor is checked, the id is at hand in every thread
+    /// (a served mutex's uncontended calls take their slow path without
+    /// it), and it is the kernel's.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn the_id_is_at_hand_once_checked() {
+        let _ = current_tid();
+        gives_the_kernels_id_everywhere(|| current_tid_at_hand().unwrap_or(0));
     }
 
     /// The calling thread is one of this process's threads; a thread that

@@ -17,6 +17,7 @@ use super::{active, output, Acquired, Kind, SHARED};
 use crate::cancel;
 use crate::replace::{self, cond as served_cond, mutex as served};
 use lockmeter_locks::{AcquireKind, Algorithm, NoStats};
+use std::sync::atomic::{AtomicPtr, Ordering::{Acquire, Release}};
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, pthread_spinlock_t, sem_t, timespec};
 
 type Mutex = *mut pthread_mutex_t;
@@ -43,37 +44,56 @@ macro_rules! with_call_site {
 }
 
 /// As `with_call_site!`, for the two calls a program makes most, mutex
-/// lock and unlock: the entry point also chooses by mode, going to `$off`
-/// when replace mode is off (profiling glibc's mutexes) and to `$served`
-/// otherwise (replace mode on, or not decided yet: `$served` handles every
-/// case). Each path then runs in a function shaped for it: the served
-/// uncontended lock needs a few registers, the profiler's path many, and a
-/// function that holds both pays the larger frame on every call.
-/// (Uncontended pair in a C loop, medians of 6 alternated runs: with one
-/// function for both, served `adaptive` took 19.3 ns and profiling 31.7
-/// with the profiler's path inlined, 18.7 and 32.8 with it called; split
-/// here, 19.0 and 31.4, against 31.2 for profiling before any of this.)
-macro_rules! with_call_site_by_mode {
-    ($export:ident, $($register:literal)? => served: $served:ident, off: $off:ident) => {
+/// lock and unlock: the entry point jumps to the function `$path` points
+/// at, chosen for the process once its mode is known (see
+/// `choose_mutex_paths`): glibc's mutexes profiled, or ours served,
+/// profiled or not, each in a function shaped for it alone. A function
+/// that holds several cases pays the largest one's frame on every call,
+/// and choosing on every call costs more than the one jump through this
+/// pointer (the served uncontended pair in a C loop, pinned, medians of
+/// 15 alternated runs: 8.86 ns choosing by a compare of the mode and a
+/// byte saying the process is served and not profiled, 7.45 through this
+/// path, glibc 6.57; choosing by a table of the algorithms, 21 runs,
+/// cost 1 ns more than the compare).
+macro_rules! with_call_site_through {
+    ($export:ident, $($register:literal)? => $path:ident) => {
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $export() {
             core::arch::naked_asm!(
                 $(concat!("mov ", $register, ", qword ptr [rsp]"),)?
-                "cmp byte ptr [rip + {mode}], {off}",
-                "je {off_target}",
-                "jmp {served}",
-                mode = sym replace::ALGORITHM,
-                off = const replace::OFF,
-                off_target = sym $off,
-                served = sym $served,
+                "jmp qword ptr [rip + {path}]",
+                path = sym $path,
             )
         }
     };
 }
 
-with_call_site_by_mode!(pthread_mutex_lock, "rsi" => served: mutex_lock, off: glibc_mutex_lock);
-with_call_site_by_mode!(pthread_mutex_unlock, => served: served_mutex_unlock, off: mutex_unlock);
+/// Where `pthread_mutex_lock` goes: an `unsafe extern "C" fn(Mutex, usize)
+/// -> c_int`, every case's until the library's constructor chooses.
+static MUTEX_LOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_lock_in_full as *mut ());
+/// Where `pthread_mutex_unlock` goes: an `unsafe extern "C" fn(Mutex) ->
+/// c_int`, as `MUTEX_LOCK_PATH`.
+static MUTEX_UNLOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_unlock as *mut ());
+
+/// `pthread_mutex_lock` by its path, for a caller inside the library.
+unsafe fn mutex_lock(m: Mutex, pc: usize) -> c_int {
+    // SAFETY: the path is a function of this signature (see the static).
+    let path: unsafe extern "C" fn(Mutex, usize) -> c_int = unsafe { std::mem::transmute(MUTEX_LOCK_PATH.load(Acquire)) };
+    // SAFETY: the caller's arguments.
+    unsafe { path(m, pc) }
+}
+
+/// `pthread_mutex_unlock` by its path, for a caller inside the library.
+unsafe fn mutex_unlock_by_path(m: Mutex) -> c_int {
+    // SAFETY: as in `mutex_lock`.
+    let path: unsafe extern "C" fn(Mutex) -> c_int = unsafe { std::mem::transmute(MUTEX_UNLOCK_PATH.load(Acquire)) };
+    // SAFETY: the caller's argument.
+    unsafe { path(m) }
+}
+
+with_call_site_through!(pthread_mutex_lock, "rsi" => MUTEX_LOCK_PATH);
+with_call_site_through!(pthread_mutex_unlock, => MUTEX_UNLOCK_PATH);
 with_call_site!(pthread_mutex_trylock, "rsi" => mutex_trylock);
 with_call_site!(pthread_mutex_timedlock, "rdx" => mutex_timedlock);
 with_call_site!(pthread_mutex_clocklock, "rcx" => mutex_clocklock);
@@ -391,28 +411,74 @@ fn served_exclusive(algorithm: Algorithm, m: Mutex, pc: usize, block: impl FnOnc
     result
 }
 
-/// `pthread_mutex_lock` in replace mode (or before the mode is decided).
-/// The hot path of a served program is the uncontended lock and unlock of
-/// a mutex: one attempt each, in small functions, with the rest
-/// (errno kept, profiling, glibc's mutexes) a call away. (Uncontended pair
-/// of a served `adaptive` in a C loop, medians of 8 alternated runs: 24.1
-/// ns when every call kept errno, 19.0 ns now, glibc's own 18.4 ns.)
-unsafe extern "C" fn mutex_lock(m: Mutex, pc: usize) -> c_int {
-    let Some(algorithm) = serving(m) else {
-        // SAFETY: the program's own arguments.
-        return unsafe { glibc_mutex_lock(m, pc) };
-    };
-    if active().is_none() {
-        // SAFETY: a served mutex.
-        match unsafe { served::lock_uncontended(algorithm, m) } {
-            Ok(result) => return result,
-            // SAFETY: a served ticket mutex, with its ticket.
-            Err(served::Contended::TicketTaken(wait)) => return unsafe { served_ticket_wait(m, wait) },
-            Err(served::Contended::Untouched) => {}
+/// `$function::<N>($arg, ...)`, N the index of `$algorithm`: each
+/// algorithm has a copy of the function, shaped for it alone.
+macro_rules! for_algorithm {
+    ($algorithm:expr, $function:ident($($arg:expr),*)) => {
+        match $algorithm {
+            Algorithm::Adaptive => $function::<{ Algorithm::Adaptive as u32 }>($($arg),*),
+            Algorithm::Futex => $function::<{ Algorithm::Futex as u32 }>($($arg),*),
+            Algorithm::FutexTid => $function::<{ Algorithm::FutexTid as u32 }>($($arg),*),
+            Algorithm::Pi => $function::<{ Algorithm::Pi as u32 }>($($arg),*),
+            Algorithm::Ticket => $function::<{ Algorithm::Ticket as u32 }>($($arg),*),
+            Algorithm::Mcs => $function::<{ Algorithm::Mcs as u32 }>($($arg),*),
+            Algorithm::Spin => $function::<{ Algorithm::Spin as u32 }>($($arg),*),
         }
+    };
+}
+
+/// The paths of `pthread_mutex_lock` and `pthread_mutex_unlock` for this
+/// process, once its mode is known. The hot path of a served program is
+/// the uncontended lock and unlock of a mutex: one attempt each, in small
+/// functions that call nothing on the way, with the rest (errno kept,
+/// glibc's mutexes, a forked process's first use of a mutex) a jump away.
+/// (Uncontended pair of a served `adaptive` in a C loop, medians of 8
+/// alternated runs: 24.1 ns when every call kept errno, 19.0 ns with one
+/// attempt, glibc's own 18.4 ns. Pinned, medians of 15, in a faster phase
+/// of the host: 10.23 ns with one attempt after deciding the mode, the
+/// profiler and the mutex's generation on every call, in a function that
+/// saved four registers; 7.50 now, glibc 6.62.)
+fn choose_mutex_paths() {
+    let (lock, unlock): (*mut (), *mut ()) = match replace::algorithm() {
+        None => (glibc_mutex_lock as *mut (), mutex_unlock as *mut ()),
+        Some(algorithm) if super::never_profiled() => for_algorithm!(algorithm, at_once_paths()),
+        Some(_) => (mutex_lock_in_full as *mut (), mutex_unlock as *mut ()),
+    };
+    MUTEX_LOCK_PATH.store(lock, Release);
+    MUTEX_UNLOCK_PATH.store(unlock, Release);
+}
+
+/// The served, unprofiled paths of the algorithm of index `ALGORITHM`.
+fn at_once_paths<const ALGORITHM: u32>() -> (*mut (), *mut ()) {
+    (lock_at_once::<ALGORITHM> as *mut (), unlock_at_once::<ALGORITHM> as *mut ())
+}
+
+/// `pthread_mutex_lock` of a process served by the algorithm of index
+/// `ALGORITHM` and not profiled. Everything after the attempt is a jump,
+/// so an algorithm whose attempt calls nothing saves no register.
+unsafe extern "C" fn lock_at_once<const ALGORITHM: u32>(m: Mutex, pc: usize) -> c_int {
+    let algorithm = Algorithm::ALL[ALGORITHM as usize];
+    // SAFETY: the program's mutex, served by `algorithm` if by any.
+    match unsafe { served::lock_at_once(algorithm, m) } {
+        Ok(result) => result,
+        // SAFETY: a served ticket mutex, with its ticket.
+        Err(served::Contended::TicketTaken(wait)) => unsafe { served_ticket_wait(m, wait) },
+        // SAFETY: a served mutex.
+        Err(served::Contended::Busy) => unsafe { served_mutex_lock(algorithm, m, pc) },
+        // SAFETY: the program's own arguments.
+        Err(served::Contended::Untouched) => unsafe { mutex_lock_in_full(m, pc) },
     }
-    // SAFETY: as above.
-    unsafe { served_mutex_lock(algorithm, m, pc) }
+}
+
+/// `pthread_mutex_lock`, every case: the path until the mode is known,
+/// and a served, profiled process's.
+unsafe extern "C" fn mutex_lock_in_full(m: Mutex, pc: usize) -> c_int {
+    match serving(m) {
+        // SAFETY: a served mutex.
+        Some(algorithm) => unsafe { served_mutex_lock(algorithm, m, pc) },
+        // SAFETY: the program's own arguments.
+        None => unsafe { glibc_mutex_lock(m, pc) },
+    }
 }
 
 #[inline(never)]
@@ -537,18 +603,15 @@ unsafe extern "C" fn mutex_clocklock_on(m: Mutex, clock: clockid_t, at: Time, pc
     }
 }
 
-/// `pthread_mutex_unlock` in replace mode (or before the mode is
-/// decided): the uncontended release of a served mutex, else
-/// [`mutex_unlock`].
-unsafe extern "C" fn served_mutex_unlock(m: Mutex) -> c_int {
-    if let (Some(algorithm), None) = (serving(m), active()) {
-        // SAFETY: a served mutex.
-        if let Some(result) = unsafe { served::unlock_uncontended(algorithm, m) } {
-            return result;
-        }
+/// `pthread_mutex_unlock` of a process served by the algorithm of index
+/// `ALGORITHM` and not profiled, as [`lock_at_once`].
+unsafe extern "C" fn unlock_at_once<const ALGORITHM: u32>(m: Mutex) -> c_int {
+    // SAFETY: the program's mutex, served by this algorithm if by any.
+    match unsafe { served::unlock_at_once(Algorithm::ALL[ALGORITHM as usize], m) } {
+        Some(result) => result,
+        // SAFETY: the program's own argument.
+        None => unsafe { mutex_unlock(m) },
     }
-    // SAFETY: the program's own argument.
-    unsafe { mutex_unlock(m) }
 }
 
 /// `pthread_mutex_unlock`, every case: ends the hold, then unlocks.
@@ -1018,6 +1081,7 @@ extern "C" fn constructor() {
     // it also has to come before replace mode's, which reads the id.
     let _ = lockmeter_locks::current_tid();
     crate::replace::register_fork_handler();
+    choose_mutex_paths();
 }
 
 /// Which on-CPU table the constructor installed, or why none.

@@ -83,6 +83,13 @@ pub fn active() -> Option<&'static Profiler> {
     start()
 }
 
+/// Whether this process is, for good, not profiled: settled without a
+/// profiler, which nothing starts later (a child of `fork` starts a fresh
+/// one only where its parent had one).
+pub fn never_profiled() -> bool {
+    PROFILER.load(Acquire).is_null() && STATE.load(Acquire) == SETTLED
+}
+
 /// Set by the library's constructor. Lock calls before it come from other
 /// libraries' start-up, an allocator's among them (jemalloc takes a pthread
 /// mutex while it initialises): starting the profiler there would allocate

@@ -7,7 +7,7 @@
 
 use lockmeter_locks::ticket;
 use lockmeter_locks::{
-    current_tid, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
+    current_tid, current_tid_at_hand, kernel_tid, oracle::Decider, AcquireKind, Algorithm, NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawPi, RawSpin, RawTicket,
     Recorder,
 };
 use std::cell::Cell;
@@ -253,6 +253,13 @@ fn current(m: &Served) -> &Served {
     m
 }
 
+/// Whether `m` is of the current generation already (else [`current`]
+/// brings it over).
+#[inline(always)]
+fn is_current(m: &Served) -> bool {
+    m.epoch.load(Acquire) == FORK_EPOCH.load(Relaxed) & !RESETTING
+}
+
 #[cold]
 fn refresh(m: &Served, epoch: u32) {
     loop {
@@ -389,13 +396,14 @@ const _: () = {
 /// for a normal mutex it is one test of the type, and called it cost the
 /// served uncontended pair 1.6 ns (a C loop, medians of 15 alternated
 /// runs, 11.9 ns called, 10.3 inlined, glibc 6.6).
+/// `tid` gives the calling thread's id, asked only for those types.
 #[inline(always)]
-fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
+fn relock_by_owner(m: &Served, tid: impl FnOnce() -> u32) -> Option<libc::c_int> {
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
     if !keeps_owner(kind) {
         return None;
     }
-    if m.owner.load(Relaxed) != current_tid() {
+    if m.owner.load(Relaxed) != tid() {
         return None;
     }
     if kind == ERRORCHECK {
@@ -417,11 +425,12 @@ fn relock_by_owner(m: &Served) -> Option<libc::c_int> {
 /// `pthread_self()` is cheaper than the thread id, a lookup of this
 /// library's thread-local storage. (Uncontended pair of a served `ticket`
 /// in a C loop, medians of 8 alternated runs: 24.0 ns keeping no holder,
-/// 27.9 keeping the thread id, 25.9 keeping `pthread_self()`.)
+/// 27.9 keeping the thread id, 25.9 keeping `pthread_self()`.) `tid`
+/// gives the calling thread's id, asked only for the types that keep it.
 #[inline(always)]
-fn now_owned(algorithm: Algorithm, m: &Served) {
+fn now_owned(algorithm: Algorithm, m: &Served, tid: impl FnOnce() -> u32) {
     if keeps_owner(m.kind.load(Relaxed) & TYPE_MASK) {
-        m.owner.store(current_tid(), Relaxed);
+        m.owner.store(tid(), Relaxed);
         m.depth.store(1, Relaxed);
     } else if !word_names_owner(algorithm) {
         m.holder_thread.store(this_thread(), Relaxed);
@@ -493,18 +502,20 @@ fn held_by_this_thread_before_its_fork(pi: &RawPi<NoStats>) -> bool {
 pub unsafe fn lock<R: Recorder>(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
-    if let Some(result) = relock_by_owner(m) {
+    if let Some(result) = relock_by_owner(m, current_tid) {
         return result;
     }
     with_lock!(algorithm, m, R, l => l.lock());
-    now_owned(algorithm, m);
+    now_owned(algorithm, m, current_tid);
     0
 }
 
-/// What [`lock_uncontended`] left to do.
+/// What [`lock_at_once`] left to do.
 pub enum Contended {
     /// Nothing was done: [`lock`] takes it from the start.
     Untouched,
+    /// The lock was tried and is taken: [`lock`] waits for it.
+    Busy,
     /// A `ticket` lock's ticket was taken and its turn has not come:
     /// [`wait_for_ticket`] waits for it.
     TicketTaken(ticket::Wait),
@@ -513,25 +524,41 @@ pub enum Contended {
 /// `pthread_mutex_lock` without waiting, the most common call of all: one
 /// attempt (for `ticket`, taking a ticket: a failed attempt would be one
 /// more access to the contended line before taking it anyway), or the
-/// owner's relock of a recursive or error-checking mutex, none of which
-/// makes a system call (so the caller need not save `errno` around it).
-/// `Ok(result)` when decided; `Err` with what is left to do otherwise.
+/// owner's relock of a recursive or error-checking mutex. No system call
+/// that could change `errno` (so the caller need not save it), and for the
+/// algorithms whose word is their owner's id no call at all: a call on
+/// the way made the caller save and restore registers on every pass. So
+/// it leaves [`lock`] (`Untouched`) what needs one: a mutex glibc serves
+/// (`m` may be any mutex), one of an earlier generation of a forked
+/// process, a thread id not at hand. `Ok(result)` when decided; `Err`
+/// with what is left to do otherwise.
 ///
 /// # Safety
-/// As [`lock`].
+/// `m` is a valid mutex the program passed to a pthread function, and
+/// `algorithm` the one serving the program's mutexes.
 #[inline(always)]
-pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Result<libc::c_int, Contended> {
-    // SAFETY: forwarded contract.
-    let m = unsafe { served(m) };
-    if let Some(result) = relock_by_owner(m) {
+pub unsafe fn lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Result<libc::c_int, Contended> {
+    if !is_served(m) {
+        return Err(Contended::Untouched);
+    }
+    // SAFETY: as in `served`, which also brings `m` to this generation:
+    // here it is left to `lock` when it is not there already.
+    let m = unsafe { &*m.cast::<Served>() };
+    if !is_current(m) {
+        return Err(Contended::Untouched);
+    }
+    let Some(tid) = current_tid_at_hand() else {
+        return Err(Contended::Untouched);
+    };
+    if let Some(result) = relock_by_owner(m, || tid) {
         return Ok(result);
     }
     let state = m.state.as_ptr();
     // SAFETY: as in `with_lock!`; the id is the calling thread's.
     let acquired = match algorithm {
-        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(current_tid()) },
-        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(current_tid()) },
-        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(current_tid()) },
+        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(tid) },
+        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(tid) },
+        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(tid) },
         Algorithm::Ticket => match unsafe { (*state.cast::<RawTicket<NoStats>>()).enter() } {
             Ok(()) => true,
             Err(wait) => return Err(Contended::TicketTaken(wait)),
@@ -539,24 +566,24 @@ pub unsafe fn lock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex
         _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
     };
     if !acquired {
-        return Err(Contended::Untouched);
+        return Err(Contended::Busy);
     }
-    now_owned(algorithm, m);
+    now_owned(algorithm, m, || tid);
     Ok(0)
 }
 
-/// The rest of a `ticket` mutex's [`lock`] after [`lock_uncontended`]
+/// The rest of a `ticket` mutex's [`lock`] after [`lock_at_once`]
 /// took a ticket: waits for its turn, which may park (so the caller keeps
 /// `errno` around it).
 ///
 /// # Safety
-/// As [`lock`], with `wait` from `lock_uncontended` on this mutex.
+/// As [`lock`], with `wait` from `lock_at_once` on this mutex.
 pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait) -> libc::c_int {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
     // SAFETY: as in `with_lock!`: a served `ticket` mutex.
     unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).wait(wait) };
-    now_owned(Algorithm::Ticket, m);
+    now_owned(Algorithm::Ticket, m, current_tid);
     0
 }
 
@@ -565,8 +592,10 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 /// release (one compare-exchange; `adaptive`'s a read and an exchange,
 /// which wakes a waiter that flagged the word between the two, keeping
 /// `errno`); no system call that changes `errno` (so the caller need not
-/// save it). `Some(result)` when decided; `None`, with
-/// nothing done, when a waiter needs waking, when the mutex is free, when
+/// save it), and, as [`lock_at_once`], no call on the way for most
+/// algorithms. `Some(result)` when decided; `None`, with nothing done,
+/// for what [`lock_at_once`] leaves to [`lock`], when a waiter needs
+/// waking, when the mutex is free, when
 /// the caller does not hold a normal mutex (glibc lets any thread unlock
 /// one), and for `ticket` and `mcs`, whose full unlock is short anyway:
 /// then [`unlock`]. (`spin`'s release is one store and wakes nobody: on
@@ -574,16 +603,19 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 /// against adaptive's 8.5 in a fast phase of the host.)
 ///
 /// # Safety
-/// As [`lock`].
+/// As [`lock_at_once`].
 #[inline(always)]
-pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
-    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs) {
+pub unsafe fn unlock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
+    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs) || !is_served(m) {
         return None;
     }
-    // SAFETY: forwarded contract.
-    let m = unsafe { served(m) };
+    // SAFETY: as in `lock_at_once`.
+    let m = unsafe { &*m.cast::<Served>() };
+    if !is_current(m) {
+        return None;
+    }
+    let tid = current_tid_at_hand()?;
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
-    let tid = current_tid();
     if keeps_owner(kind) {
         if m.owner.load(Relaxed) != tid {
             return Some(libc::EPERM);
@@ -641,7 +673,7 @@ pub unsafe fn unlock_uncontended(algorithm: Algorithm, m: *mut libc::pthread_mut
 pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
     // SAFETY: forwarded contract.
     let m = unsafe { served(m) };
-    match relock_by_owner(m) {
+    match relock_by_owner(m, current_tid) {
         Some(libc::EDEADLK) => return libc::EBUSY,
         Some(result) => return result,
         None => {}
@@ -649,7 +681,7 @@ pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> l
     if !with_lock!(algorithm, m, NoStats, l => l.try_lock()) {
         return libc::EBUSY;
     }
-    now_owned(algorithm, m);
+    now_owned(algorithm, m, current_tid);
     0
 }
 
@@ -665,11 +697,11 @@ pub unsafe fn lock_until<R: Recorder>(
 ) -> libc::c_int {
     // SAFETY: forwarded contract.
     let served_mutex = unsafe { served(m) };
-    if let Some(result) = relock_by_owner(served_mutex) {
+    if let Some(result) = relock_by_owner(served_mutex, current_tid) {
         return result;
     }
     if with_lock!(algorithm, served_mutex, R, l => l.try_lock()) {
-        now_owned(algorithm, served_mutex);
+        now_owned(algorithm, served_mutex, current_tid);
         return 0;
     }
     if at.is_null() {
@@ -694,7 +726,7 @@ pub unsafe fn lock_until<R: Recorder>(
         // (`spin` never sleeps.)
         LAST.with(|last| last.set(AcquireKind::Sleep));
     }
-    now_owned(algorithm, served_mutex);
+    now_owned(algorithm, served_mutex, current_tid);
     0
 }
 

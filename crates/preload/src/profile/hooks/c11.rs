@@ -7,7 +7,7 @@
 //! the implementation of its pthread twin, whose error number is mapped to
 //! a `thrd_*` result as glibc maps it.
 
-use super::{cond_timedwait, cond_wait, mutex_init, mutex_lock, mutex_timedlock, mutex_trylock, served_mutex_unlock};
+use super::{cond_timedwait, cond_wait, mutex_init, mutex_lock, mutex_timedlock, mutex_trylock, mutex_unlock_by_path};
 use super::{pthread_cond_broadcast, pthread_cond_destroy, pthread_cond_init, pthread_cond_signal, pthread_mutex_destroy};
 use super::{Cond, Mutex, Time};
 use libc::c_int;
@@ -85,7 +85,7 @@ macro_rules! twin {
     };
 }
 
-twin!(mtx_unlock(m: Mutex) = served_mutex_unlock(m));
+twin!(mtx_unlock(m: Mutex) = mutex_unlock_by_path(m));
 // A condvar of the default attributes.
 twin!(cnd_init(c: Cond) = pthread_cond_init(c, std::ptr::null()));
 twin!(cnd_signal(c: Cond) = pthread_cond_signal(c));
