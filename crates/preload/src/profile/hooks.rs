@@ -75,6 +75,8 @@ static MUTEX_LOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_lock_in_full as *mu
 /// Where `pthread_mutex_unlock` goes: an `unsafe extern "C" fn(Mutex) ->
 /// c_int`, as `MUTEX_LOCK_PATH`.
 static MUTEX_UNLOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_unlock as *mut ());
+/// Where `pthread_mutex_trylock` goes, as `MUTEX_LOCK_PATH`.
+static MUTEX_TRYLOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_trylock as *mut ());
 
 /// `pthread_mutex_lock` by its path, for a caller inside the library.
 unsafe fn mutex_lock(m: Mutex, pc: usize) -> c_int {
@@ -94,7 +96,7 @@ unsafe fn mutex_unlock_by_path(m: Mutex) -> c_int {
 
 with_call_site_through!(pthread_mutex_lock, "rsi" => MUTEX_LOCK_PATH);
 with_call_site_through!(pthread_mutex_unlock, => MUTEX_UNLOCK_PATH);
-with_call_site!(pthread_mutex_trylock, "rsi" => mutex_trylock);
+with_call_site_through!(pthread_mutex_trylock, "rsi" => MUTEX_TRYLOCK_PATH);
 with_call_site!(pthread_mutex_timedlock, "rdx" => mutex_timedlock);
 with_call_site!(pthread_mutex_clocklock, "rcx" => mutex_clocklock);
 with_call_site!(pthread_mutex_init, "rdx" => mutex_init);
@@ -439,18 +441,24 @@ macro_rules! for_algorithm {
 /// profiler and the mutex's generation on every call, in a function that
 /// saved four registers; 7.50 now, glibc 6.62.)
 fn choose_mutex_paths() {
-    let (lock, unlock): (*mut (), *mut ()) = match replace::algorithm() {
-        None => (glibc_mutex_lock as *mut (), mutex_unlock as *mut ()),
+    let [lock, trylock, unlock] = match replace::algorithm() {
+        None => [glibc_mutex_lock as *mut (), mutex_trylock as *mut (), mutex_unlock as *mut ()],
         Some(algorithm) if super::never_profiled() => for_algorithm!(algorithm, at_once_paths()),
-        Some(_) => (mutex_lock_in_full as *mut (), mutex_unlock as *mut ()),
+        Some(_) => [mutex_lock_in_full as *mut (), mutex_trylock as *mut (), mutex_unlock as *mut ()],
     };
     MUTEX_LOCK_PATH.store(lock, Release);
+    MUTEX_TRYLOCK_PATH.store(trylock, Release);
     MUTEX_UNLOCK_PATH.store(unlock, Release);
 }
 
-/// The served, unprofiled paths of the algorithm of index `ALGORITHM`.
-fn at_once_paths<const ALGORITHM: u32>() -> (*mut (), *mut ()) {
-    (lock_at_once::<ALGORITHM> as *mut (), unlock_at_once::<ALGORITHM> as *mut ())
+/// The served, unprofiled paths (lock, trylock, unlock) of the algorithm
+/// of index `ALGORITHM`.
+fn at_once_paths<const ALGORITHM: u32>() -> [*mut (); 3] {
+    [
+        lock_at_once::<ALGORITHM> as *mut (),
+        try_lock_at_once::<ALGORITHM> as *mut (),
+        unlock_at_once::<ALGORITHM> as *mut (),
+    ]
 }
 
 /// `pthread_mutex_lock` of a process served by the algorithm of index
@@ -467,6 +475,17 @@ unsafe extern "C" fn lock_at_once<const ALGORITHM: u32>(m: Mutex, pc: usize) -> 
         Err(served::Contended::Busy) => unsafe { served_mutex_lock(algorithm, m, pc) },
         // SAFETY: the program's own arguments.
         Err(served::Contended::Untouched) => unsafe { mutex_lock_in_full(m, pc) },
+    }
+}
+
+/// `pthread_mutex_trylock` of a process served by the algorithm of index
+/// `ALGORITHM` and not profiled, as [`lock_at_once`].
+unsafe extern "C" fn try_lock_at_once<const ALGORITHM: u32>(m: Mutex, pc: usize) -> c_int {
+    // SAFETY: the program's mutex, served by this algorithm if by any.
+    match unsafe { served::try_lock_at_once(Algorithm::ALL[ALGORITHM as usize], m) } {
+        Some(result) => result,
+        // SAFETY: the program's own arguments.
+        None => unsafe { mutex_trylock(m, pc) },
     }
 }
 

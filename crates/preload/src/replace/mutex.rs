@@ -538,38 +538,92 @@ pub enum Contended {
 /// `algorithm` the one serving the program's mutexes.
 #[inline(always)]
 pub unsafe fn lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Result<libc::c_int, Contended> {
-    if !is_served(m) {
-        return Err(Contended::Untouched);
-    }
-    // SAFETY: as in `served`, which also brings `m` to this generation:
-    // here it is left to `lock` when it is not there already.
-    let m = unsafe { &*m.cast::<Served>() };
-    if !is_current(m) {
-        return Err(Contended::Untouched);
-    }
-    let Some(tid) = current_tid_at_hand() else {
+    // SAFETY: forwarded contract.
+    let Some((m, tid)) = (unsafe { at_hand(m) }) else {
         return Err(Contended::Untouched);
     };
     if let Some(result) = relock_by_owner(m, || tid) {
         return Ok(result);
     }
-    let state = m.state.as_ptr();
-    // SAFETY: as in `with_lock!`; the id is the calling thread's.
-    let acquired = match algorithm {
-        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(tid) },
-        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(tid) },
-        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(tid) },
-        Algorithm::Ticket => match unsafe { (*state.cast::<RawTicket<NoStats>>()).enter() } {
+    let acquired = if algorithm == Algorithm::Ticket {
+        // SAFETY: as in `with_lock!`: a served `ticket` mutex.
+        match unsafe { (*m.state.as_ptr().cast::<RawTicket<NoStats>>()).enter() } {
             Ok(()) => true,
             Err(wait) => return Err(Contended::TicketTaken(wait)),
-        },
-        _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
+        }
+    } else {
+        // SAFETY: `tid` is the calling thread's id.
+        unsafe { try_acquire_as(algorithm, m, tid) }
     };
     if !acquired {
         return Err(Contended::Busy);
     }
     now_owned(algorithm, m, || tid);
     Ok(0)
+}
+
+/// `pthread_mutex_trylock` as [`lock_at_once`] takes the lock: `None`,
+/// with nothing done, for what that leaves to [`lock`] (and for `mcs`,
+/// whose try may allocate a queue node), which [`try_lock`] then takes.
+///
+/// # Safety
+/// As [`lock_at_once`].
+#[inline(always)]
+pub unsafe fn try_lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
+    if algorithm == Algorithm::Mcs {
+        return None;
+    }
+    // SAFETY: forwarded contract.
+    let (m, tid) = unsafe { at_hand(m) }?;
+    match relock_by_owner(m, || tid) {
+        Some(libc::EDEADLK) => return Some(libc::EBUSY),
+        Some(result) => return Some(result),
+        None => {}
+    }
+    // SAFETY: `tid` is the calling thread's id.
+    if !unsafe { try_acquire_as(algorithm, m, tid) } {
+        return Some(libc::EBUSY);
+    }
+    now_owned(algorithm, m, || tid);
+    Some(0)
+}
+
+/// What the uncontended calls need to go on without a call: `m` as a
+/// served mutex of this generation, and the calling thread's id; `None`
+/// for a mutex glibc serves (`m` may be any mutex), one of an earlier
+/// generation of a forked process (which [`served`] brings over), or an
+/// id not at hand.
+///
+/// # Safety
+/// `m` is a valid mutex the program passed to a pthread function.
+#[inline(always)]
+unsafe fn at_hand<'a>(m: *mut libc::pthread_mutex_t) -> Option<(&'a Served, u32)> {
+    if !is_served(m) {
+        return None;
+    }
+    // SAFETY: as in `served`.
+    let m = unsafe { &*m.cast::<Served>() };
+    if !is_current(m) {
+        return None;
+    }
+    Some((m, current_tid_at_hand()?))
+}
+
+/// One attempt at `m`'s lock, for the algorithms whose word is their
+/// owner's id with the caller's id at hand.
+///
+/// # Safety
+/// `m` is served by `algorithm`; `tid` is the calling thread's id.
+#[inline(always)]
+unsafe fn try_acquire_as(algorithm: Algorithm, m: &Served, tid: u32) -> bool {
+    let state = m.state.as_ptr();
+    // SAFETY: as in `with_lock!`; the id is the calling thread's.
+    match algorithm {
+        Algorithm::Adaptive => unsafe { (*state.cast::<RawAdaptive<NoStats>>()).try_lock_as(tid) },
+        Algorithm::FutexTid => unsafe { (*state.cast::<RawFutexTid<NoStats>>()).try_lock_as(tid) },
+        Algorithm::Pi => unsafe { (*state.cast::<RawPi<NoStats>>()).try_lock_as(tid) },
+        _ => with_lock!(algorithm, m, NoStats, l => l.try_lock()),
+    }
 }
 
 /// The rest of a `ticket` mutex's [`lock`] after [`lock_at_once`]
@@ -606,15 +660,11 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 /// As [`lock_at_once`].
 #[inline(always)]
 pub unsafe fn unlock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
-    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs) || !is_served(m) {
+    if matches!(algorithm, Algorithm::Ticket | Algorithm::Mcs) {
         return None;
     }
-    // SAFETY: as in `lock_at_once`.
-    let m = unsafe { &*m.cast::<Served>() };
-    if !is_current(m) {
-        return None;
-    }
-    let tid = current_tid_at_hand()?;
+    // SAFETY: forwarded contract.
+    let (m, tid) = unsafe { at_hand(m) }?;
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
     if keeps_owner(kind) {
         if m.owner.load(Relaxed) != tid {
