@@ -17,6 +17,7 @@
 //! (parking_lot's panics): a notify wakes waiters of either, as a POSIX
 //! condvar's would, and each goes back to its own mutex.
 
+use crate::futex::keeping_errno;
 use crate::sync::{futex_wait, futex_wake, AtomicU32, Ordering, WaitOutcome};
 use std::time::{Duration, Instant};
 
@@ -148,19 +149,24 @@ impl Condvar {
         }
     }
 
-    /// Wakes one waiter, if any.
+    /// Wakes one waiter, if any. Leaves `errno` as it was (its one system
+    /// call, the wake, keeps it), so that a pthread condvar served by it
+    /// need not keep it around every signal (a served lock + signal +
+    /// unlock with nobody waiting, in a C loop, pinned, medians of 11
+    /// alternated runs: 12.67 ns keeping it around the call, 11.42 here,
+    /// glibc 8.88).
     pub fn notify_one(&self) {
         self.sequence.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) != 0 {
-            futex_wake(&self.sequence, 1);
+            keeping_errno(|| futex_wake(&self.sequence, 1));
         }
     }
 
-    /// Wakes every waiter.
+    /// Wakes every waiter, leaving `errno` as [`Condvar::notify_one`].
     pub fn notify_all(&self) {
         self.sequence.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) != 0 {
-            futex_wake(&self.sequence, u32::MAX);
+            keeping_errno(|| futex_wake(&self.sequence, u32::MAX));
         }
     }
 

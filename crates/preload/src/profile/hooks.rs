@@ -281,12 +281,19 @@ fn sem_outcome(result: c_int) -> Outcome {
 }
 
 /// Runs a served lock operation leaving errno as the program had it: the
-/// algorithms' futex calls set it, glibc's lock functions never do.
+/// algorithms' futex calls set it, glibc's lock functions never do. (One
+/// call for errno's location, not one for each access: the served lock +
+/// signal + unlock with nobody waiting, in a C loop, pinned, medians of
+/// 9 alternated runs, 14.20 ns -> 12.80 when the signal kept it.)
 #[inline(always)]
 fn keeping_errno<T>(operation: impl FnOnce() -> T) -> T {
-    let saved = errno();
+    // SAFETY: the thread's errno location, valid as long as the thread.
+    let errno = unsafe { libc::__errno_location() };
+    // SAFETY: as above.
+    let saved = unsafe { *errno };
     let result = operation();
-    set_errno(saved);
+    // SAFETY: as above.
+    unsafe { *errno = saved };
     result
 }
 
@@ -971,7 +978,8 @@ pub unsafe extern "C" fn pthread_cond_signal(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
         if serving_condvar(c) {
-            keeping_errno(|| served_cond::signal(c));
+            // It keeps errno itself (see `Condvar::notify_one`).
+            served_cond::signal(c);
             return 0;
         }
         call_real!(real::COND_SIGNAL, fn(Cond) -> c_int, c)
@@ -984,7 +992,8 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: Cond) -> c_int {
     // SAFETY: the program's condvar.
     unsafe {
         if serving_condvar(c) {
-            keeping_errno(|| served_cond::broadcast(c));
+            // It keeps errno itself (see `Condvar::notify_one`).
+            served_cond::broadcast(c);
             return 0;
         }
         call_real!(real::COND_BROADCAST, fn(Cond) -> c_int, c)
