@@ -5,8 +5,9 @@
 //! site) into the next free argument register and jumps to the Rust
 //! implementation: the call site costs nothing and needs no unwinder or
 //! frame pointers. Releases need no call site and are plain functions,
-//! except the mutex's, whose entry point, like the mutex lock's, also
-//! picks the function for the mode (see `with_call_site_by_mode!`).
+//! except the mutex's: the entry points of the mutex's lock, trylock and
+//! unlock jump to a function chosen for the process when the library is
+//! loaded (see `with_call_site_through!`).
 //!
 //! Every implementation calls glibc's real function exactly as the program
 //! asked and returns its result untouched; blocking acquisitions try first

@@ -87,7 +87,9 @@ pub fn active() -> Option<&'static Profiler> {
 /// profiler, which nothing starts later (a child of `fork` starts a fresh
 /// one only where its parent had one).
 pub fn never_profiled() -> bool {
-    PROFILER.load(Acquire).is_null() && STATE.load(Acquire) == SETTLED
+    // In the order `start` publishes them: read the other way round, a
+    // start finishing between the two reads looked settled without one.
+    STATE.load(Acquire) == SETTLED && PROFILER.load(Acquire).is_null()
 }
 
 /// Set by the library's constructor. Lock calls before it come from other

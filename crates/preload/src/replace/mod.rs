@@ -32,12 +32,11 @@ use lockmeter_locks::Algorithm;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 const UNSET: u8 = 0;
-/// `ALGORITHM` once decided against replacing; the entry points of the
-/// hottest pthread functions compare it directly (see `profile::hooks`).
-pub(crate) const OFF: u8 = 1;
+/// `ALGORITHM` once decided against replacing.
+const OFF: u8 = 1;
 /// `ALGORITHM` holds `FIRST + Algorithm::index()` when replacing.
 const FIRST: u8 = 2;
-pub(crate) static ALGORITHM: AtomicU8 = AtomicU8::new(UNSET);
+static ALGORITHM: AtomicU8 = AtomicU8::new(UNSET);
 
 /// The algorithm serving the program's locks, if replace mode is on.
 #[inline(always)]
