@@ -181,6 +181,12 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         2 * SCENARIOS.len() + 3
     );
     outln!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
+    outln!(
+        "   (runs of {} ms: at 64 threads on few cores, adaptive keeps the lock among a few running threads and the",
+        sweep.run.as_millis()
+    );
+    outln!("    rest take turns milliseconds apart, so a thread may get one turn or none in a run this short and the");
+    outln!("    fairness rows say little there; `lockmeter bench sem --threads 64 --seconds 3s` measures it)");
     if let Some(plot) = &settings.plot {
         crate::args::write_plot(plot, |image| lockmeter_bench::plot::throughput(&scaling, image))?;
         outln!("\nPlot: {} (throughput against threads, a line per lock; thick lines are ours)", plot.display());
