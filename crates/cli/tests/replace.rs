@@ -42,6 +42,19 @@ fn the_suite_holds_for_glibc_profiled() {
     assert_conforms(&output, "glibc, profiled");
 }
 
+/// Preloaded with neither mode (as a program linked with the library for
+/// its C ABI runs), the mutex calls go to glibc's own functions.
+#[test]
+fn the_suite_holds_for_glibc_with_the_library_idle() {
+    let output = Command::new(conformance())
+        .env("LD_PRELOAD", library())
+        .env_remove("LOCKMETER_LOCK")
+        .env_remove("LOCKMETER_OUTPUT")
+        .output()
+        .unwrap();
+    assert_conforms(&output, "glibc, library idle");
+}
+
 #[test]
 fn every_algorithm_serves_pthreads_conformantly() {
     for algorithm in ALGORITHMS {

@@ -450,6 +450,12 @@ macro_rules! for_algorithm {
 /// saved four registers; 7.50 now, glibc 6.62.)
 fn choose_mutex_paths() {
     let [lock, trylock, unlock] = match replace::algorithm() {
+        // Neither served nor profiled (the library linked for its C ABI,
+        // or preloaded without a mode): glibc's own functions, whose
+        // lock ignores the call site in its second register.
+        None if super::never_profiled() => {
+            [real::MUTEX_LOCK.get().cast(), real::MUTEX_TRYLOCK.get().cast(), real::MUTEX_UNLOCK.get().cast()]
+        }
         None => [glibc_mutex_lock as *mut (), mutex_trylock as *mut (), mutex_unlock as *mut ()],
         Some(algorithm) if super::never_profiled() => for_algorithm!(algorithm, at_once_paths()),
         Some(_) => [mutex_lock_in_full as *mut (), mutex_trylock as *mut (), mutex_unlock as *mut ()],
