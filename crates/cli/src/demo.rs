@@ -182,8 +182,8 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     );
     outln!("{}", lockmeter_bench::render::table(&scaling).lines().skip(1).collect::<Vec<_>>().join("\n"));
     outln!(
-        "   (runs of {} ms: at 64 threads on few cores, adaptive keeps the lock among a few running threads and the",
-        sweep.run.as_millis()
+        "   (runs of {:?}: at 64 threads on few cores, adaptive keeps the lock among a few running threads and the",
+        sweep.run
     );
     outln!("    rest take turns milliseconds apart, so a thread may get one turn or none in a run this short and the");
     outln!("    fairness rows say little there; `lockmeter bench sem --threads 64 --seconds 3s` measures it)");

@@ -5,10 +5,11 @@
 //! - Preloaded (`LD_PRELOAD`, which `lockmeter run` sets up): with
 //!   `LOCKMETER_OUTPUT` set, profile mode wraps glibc's pthread lock and
 //!   semaphore functions and writes a profile of every lock when the
-//!   process ends. Without it every wrapper forwards to glibc directly
-//!   (the mutex's lock, trylock and unlock by one jump), so a program that
-//!   links the library for the C ABI pays about 1 ns per pthread
-//!   lock+unlock, and with `LOCKMETER_LOCK` set has its pthread locks
+//!   process ends. Without it every wrapper forwards to glibc after one
+//!   check (the mutex's lock, trylock and unlock by one jump, chosen when
+//!   the library is loaded), so a program that links the library for the
+//!   C ABI pays about 1 ns per mutex lock+unlock (2 per rwlock or
+//!   spinlock pair), and with `LOCKMETER_LOCK` set has its pthread locks
 //!   served, as under `LD_PRELOAD`.
 
 mod cancel;

@@ -48,7 +48,8 @@ macro_rules! with_call_site {
 /// lock and unlock: the entry point jumps to the function `$path` points
 /// at, chosen for the process once its mode is known (see
 /// `choose_mutex_paths`): glibc's mutexes profiled, or ours served,
-/// profiled or not, each in a function shaped for it alone. A function
+/// profiled or not, each in a function shaped for it alone, or glibc's
+/// own functions in a process neither served nor profiled. A function
 /// that holds several cases pays the largest one's frame on every call,
 /// and choosing on every call costs more than the one jump through this
 /// pointer (the served uncontended pair in a C loop, pinned, medians of
@@ -70,18 +71,27 @@ macro_rules! with_call_site_through {
     };
 }
 
-/// Where `pthread_mutex_lock` goes: an `unsafe extern "C" fn(Mutex, usize)
-/// -> c_int`, every case's until the library's constructor chooses.
+/// Where `pthread_mutex_lock` goes: in a process that replace mode
+/// serves, an `unsafe extern "C" fn(Mutex, usize) -> c_int` (the mutex
+/// and the call site); otherwise glibc's own `fn(Mutex) -> c_int` or
+/// [`glibc_mutex_lock`]. Every case's until the library's constructor
+/// chooses.
 static MUTEX_LOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_lock_in_full as *mut ());
 /// Where `pthread_mutex_unlock` goes: an `unsafe extern "C" fn(Mutex) ->
-/// c_int`, as `MUTEX_LOCK_PATH`.
+/// c_int`, every case's until the library's constructor chooses.
 static MUTEX_UNLOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_unlock as *mut ());
 /// Where `pthread_mutex_trylock` goes, as `MUTEX_LOCK_PATH`.
 static MUTEX_TRYLOCK_PATH: AtomicPtr<()> = AtomicPtr::new(mutex_trylock as *mut ());
 
 /// `pthread_mutex_lock` by its path, for a caller inside the library.
 unsafe fn mutex_lock(m: Mutex, pc: usize) -> c_int {
-    // SAFETY: the path is a function of this signature (see the static).
+    if replace::algorithm().is_none() {
+        // The path may be glibc's, which takes no call site.
+        // SAFETY: the caller's arguments.
+        return unsafe { glibc_mutex_lock(m, pc) };
+    }
+    // SAFETY: in a served process the path takes the mutex and the call
+    // site (see the static).
     let path: unsafe extern "C" fn(Mutex, usize) -> c_int = unsafe { std::mem::transmute(MUTEX_LOCK_PATH.load(Acquire)) };
     // SAFETY: the caller's arguments.
     unsafe { path(m, pc) }

@@ -1,4 +1,6 @@
-//! glibc's own lock functions, resolved on first use with
+//! glibc's own lock functions, resolved on first use (the mutex's lock,
+//! trylock and unlock by the library's constructor when the process is
+//! neither served nor profiled: its mutex calls then jump to them) with
 //! `dlsym(RTLD_NEXT, ...)` (or `dlvsym` where glibc keeps an old version
 //! beside the current one), so another interposer loaded after lockmeter
 //! still sees the calls.
