@@ -620,6 +620,7 @@ impl<R: Recorder> RawTicket<R> {
 
     /// Passes the lock to the next ticket (over the tickets given up right
     /// behind ours, whose turns this thread takes and ends at once).
+    /// Leaves `errno` as it was (its only system calls, the wakes, keep it).
     ///
     /// # Safety
     /// The lock must be held.
@@ -724,11 +725,14 @@ impl<R: Recorder> RawTicket<R> {
 
     /// Wakes the ticket holders parked on the slot of `serving`. Only the
     /// slot's memory is touched, never the lock's.
+    /// Leaves `errno` as it was, as [`Self::wake_gate`] does: the unlock
+    /// makes no other system call, so a pthread mutex served by `ticket`
+    /// releases without keeping it.
     #[cold]
     fn wake_slot(&self, serving: u32) {
         // Everyone on the slot: a collision with another lock or ticket
         // must not swallow the wake of the waiter we mean.
-        slot_for(self as *const _ as usize, serving).wake(u32::MAX, TICKET_BITS);
+        crate::futex::keeping_errno(|| slot_for(self as *const _ as usize, serving).wake(u32::MAX, TICKET_BITS));
     }
 
     /// Wakes one gate sleeper (the line is empty). Only the slot's memory
@@ -736,7 +740,7 @@ impl<R: Recorder> RawTicket<R> {
     /// wake; the sleeper it was meant for then waits out its bound.
     #[cold]
     fn wake_gate(&self) {
-        slot_for(self as *const _ as usize, GATE_KEY).wake(1, GATE_BITS);
+        crate::futex::keeping_errno(|| slot_for(self as *const _ as usize, GATE_KEY).wake(1, GATE_BITS));
     }
 
     /// Whether the lock is held (or waited for).

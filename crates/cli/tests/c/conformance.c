@@ -144,6 +144,20 @@ static void normal_semantics(pthread_mutex_t *m) {
     EQ(pthread_mutex_unlock(m), 0);
 }
 
+/* Unlocking a normal mutex nobody holds: undefined in POSIX; glibc
+ * returns 0 and the mutex locks and unlocks on (its destroy then refuses
+ * it, EBUSY, which is why this mutex is never destroyed). */
+static pthread_mutex_t unlocked_while_free = PTHREAD_MUTEX_INITIALIZER;
+static void unlocking_a_free_normal_mutex(void) {
+    pthread_mutex_t *m = &unlocked_while_free;
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(pthread_mutex_trylock(m), 0);
+    EQ(on_other_thread(try_it, m), EBUSY);
+    EQ(pthread_mutex_unlock(m), 0);
+    EQ(on_other_thread(try_it, m), 0); /* left held by a thread that exits */
+    EQ(pthread_mutex_trylock(m), EBUSY);
+}
+
 static void recursive_semantics(pthread_mutex_t *m) {
     EQ(pthread_mutex_lock(m), 0);
     EQ(pthread_mutex_lock(m), 0);
@@ -942,6 +956,7 @@ int main(void) {
     SECTION(normal_semantics(&normal));
     SECTION(normal_semantics(&static_normal));
     SECTION(normal_semantics(&static_adaptive));
+    SECTION(unlocking_a_free_normal_mutex());
     SECTION(recursive_semantics(&recursive));
     EQ(pthread_mutex_trylock(&recursive), EBUSY); /* left locked by an exited thread */
     SECTION(recursive_semantics(&static_recursive));
