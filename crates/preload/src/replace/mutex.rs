@@ -246,9 +246,8 @@ fn forker_line_unbroken(seen: u32, epoch: u32) -> bool {
 /// Brings `m` into the current generation.
 #[inline(always)]
 fn current(m: &Served) -> &Served {
-    let epoch = FORK_EPOCH.load(Relaxed) & !RESETTING;
-    if m.epoch.load(Acquire) != epoch {
-        refresh(m, epoch);
+    if !is_current(m) {
+        refresh(m, FORK_EPOCH.load(Relaxed) & !RESETTING);
     }
     m
 }
@@ -575,17 +574,29 @@ pub unsafe fn try_lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex
     }
     // SAFETY: forwarded contract.
     let (m, tid) = unsafe { at_hand(m) }?;
+    // SAFETY: `tid` is the calling thread's id.
+    Some(unsafe { try_lock_as(algorithm, m, tid) })
+}
+
+/// `pthread_mutex_trylock` of the served `m` by the thread of id `tid`:
+/// EBUSY when taken (also by the calling thread, unless the mutex is
+/// recursive).
+///
+/// # Safety
+/// `m` is served by `algorithm`; `tid` is the calling thread's id.
+#[inline(always)]
+unsafe fn try_lock_as(algorithm: Algorithm, m: &Served, tid: u32) -> libc::c_int {
     match relock_by_owner(m, || tid) {
-        Some(libc::EDEADLK) => return Some(libc::EBUSY),
-        Some(result) => return Some(result),
+        Some(libc::EDEADLK) => return libc::EBUSY,
+        Some(result) => return result,
         None => {}
     }
-    // SAFETY: `tid` is the calling thread's id.
+    // SAFETY: forwarded contract.
     if !unsafe { try_acquire_as(algorithm, m, tid) } {
-        return Some(libc::EBUSY);
+        return libc::EBUSY;
     }
     now_owned(algorithm, m, || tid);
-    Some(0)
+    0
 }
 
 /// What the uncontended calls need to go on without a call: `m` as a
@@ -731,18 +742,8 @@ pub unsafe fn unlock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t
 /// # Safety
 /// As [`lock`].
 pub unsafe fn try_lock(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> libc::c_int {
-    // SAFETY: forwarded contract.
-    let m = unsafe { served(m) };
-    match relock_by_owner(m, current_tid) {
-        Some(libc::EDEADLK) => return libc::EBUSY,
-        Some(result) => return result,
-        None => {}
-    }
-    if !with_lock!(algorithm, m, NoStats, l => l.try_lock()) {
-        return libc::EBUSY;
-    }
-    now_owned(algorithm, m, current_tid);
-    0
+    // SAFETY: forwarded contract; the id is the calling thread's.
+    unsafe { try_lock_as(algorithm, served(m), current_tid()) }
 }
 
 /// `pthread_mutex_timedlock` / `clocklock`.
