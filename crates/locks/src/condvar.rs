@@ -155,6 +155,7 @@ impl Condvar {
     /// unlock with nobody waiting, in a C loop, pinned, medians of 11
     /// alternated runs: 12.67 ns keeping it around the call, 11.42 here,
     /// glibc 8.88).
+    #[inline]
     pub fn notify_one(&self) {
         self.sequence.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) != 0 {
@@ -163,6 +164,7 @@ impl Condvar {
     }
 
     /// Wakes every waiter, leaving `errno` as [`Condvar::notify_one`].
+    #[inline]
     pub fn notify_all(&self) {
         self.sequence.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) != 0 {

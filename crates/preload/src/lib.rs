@@ -5,12 +5,13 @@
 //! - Preloaded (`LD_PRELOAD`, which `lockmeter run` sets up): with
 //!   `LOCKMETER_OUTPUT` set, profile mode wraps glibc's pthread lock and
 //!   semaphore functions and writes a profile of every lock when the
-//!   process ends. Without it every wrapper forwards to glibc after one
-//!   check (the mutex's lock, trylock and unlock by one jump, chosen when
-//!   the library is loaded), so a program that links the library for the
-//!   C ABI pays about 1 ns per mutex lock+unlock (2 per rwlock or
-//!   spinlock pair), and with `LOCKMETER_LOCK` set has its pthread locks
-//!   served, as under `LD_PRELOAD`.
+//!   process ends. Without it the frequent calls (lock, trylock and
+//!   unlock of mutexes, rwlocks and spinlocks, semaphore waits, condvar
+//!   wakes) jump to glibc's own functions, chosen when the library is
+//!   loaded, and the rarer ones forward after one check, so a program
+//!   that links the library for the C ABI pays under 1 ns per
+//!   lock+unlock, and with `LOCKMETER_LOCK` set has its pthread mutexes
+//!   and condvars served, as under `LD_PRELOAD`.
 
 mod cancel;
 mod capi;

@@ -1,7 +1,8 @@
 /* POSIX conformance of the pthread mutex and condvar functions that
  * `lockmeter run --lock ALG` (LOCKMETER_LOCK=ALG) serves with its own
- * algorithms. It passes under glibc's own locks too: every expectation
- * here is glibc's behaviour. Prints "ok: N checks" or the first failure.
+ * algorithms, and of the locks it leaves to glibc. It passes under
+ * glibc's own locks too: every expectation here is glibc's behaviour.
+ * Prints "ok: N checks" or the first failure.
  * Build: gcc -O1 -pthread conformance.c -o conformance */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -376,6 +377,76 @@ static void semaphore_waits(void) {
 
 /* Cancellation of a thread blocked in a condvar wait: the mutex is held
  * again when its cleanup handler runs. */
+/* Rwlocks, spinlocks and semaphores, which replace mode leaves to glibc
+ * (in a process never profiled their calls go to glibc's functions
+ * straight): readers share, a writer excludes, tries answer as glibc's,
+ * and increments under each lock from several threads all count. */
+static pthread_rwlock_t unserved_rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_spinlock_t unserved_spin;
+static long under_write, under_spin;
+static void *count_under_each(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 20000; i++) {
+        pthread_rwlock_wrlock(&unserved_rw);
+        under_write++;
+        pthread_rwlock_unlock(&unserved_rw);
+        pthread_spin_lock(&unserved_spin);
+        under_spin++;
+        pthread_spin_unlock(&unserved_spin);
+        pthread_rwlock_rdlock(&unserved_rw);
+        pthread_rwlock_unlock(&unserved_rw);
+    }
+    return NULL;
+}
+static int try_read(void *l) {
+    int result = pthread_rwlock_tryrdlock(l);
+    if (result == 0) pthread_rwlock_unlock(l);
+    return result;
+}
+static int try_write(void *l) { return pthread_rwlock_trywrlock(l); }
+static int try_spin(void *l) { return pthread_spin_trylock(l); }
+static void unserved_locks(void) {
+    EQ(pthread_rwlock_rdlock(&unserved_rw), 0);
+    EQ(pthread_rwlock_tryrdlock(&unserved_rw), 0);
+    EQ(on_other_thread(try_read, &unserved_rw), 0);
+    EQ(on_other_thread(try_write, &unserved_rw), EBUSY);
+    EQ(pthread_rwlock_trywrlock(&unserved_rw), EBUSY);
+    EQ(pthread_rwlock_unlock(&unserved_rw), 0);
+    EQ(pthread_rwlock_unlock(&unserved_rw), 0);
+    EQ(pthread_rwlock_wrlock(&unserved_rw), 0);
+    EQ(on_other_thread(try_read, &unserved_rw), EBUSY);
+    EQ(on_other_thread(try_write, &unserved_rw), EBUSY);
+    EQ(pthread_rwlock_unlock(&unserved_rw), 0);
+    EQ(pthread_rwlock_trywrlock(&unserved_rw), 0);
+    EQ(pthread_rwlock_unlock(&unserved_rw), 0);
+
+    EQ(pthread_spin_init(&unserved_spin, PTHREAD_PROCESS_PRIVATE), 0);
+    EQ(pthread_spin_lock(&unserved_spin), 0);
+    EQ(on_other_thread(try_spin, (void *)&unserved_spin), EBUSY);
+    EQ(pthread_spin_unlock(&unserved_spin), 0);
+    EQ(pthread_spin_trylock(&unserved_spin), 0);
+    EQ(pthread_spin_unlock(&unserved_spin), 0);
+
+    sem_t sem;
+    EQ(sem_init(&sem, 0, 0), 0);
+    errno = 0;
+    EQ(sem_trywait(&sem), -1);
+    EQ(errno, EAGAIN);
+    EQ(sem_post(&sem), 0);
+    EQ(sem_post(&sem), 0);
+    EQ(sem_trywait(&sem), 0);
+    EQ(sem_wait(&sem), 0);
+    EQ(sem_trywait(&sem), -1);
+    EQ(sem_destroy(&sem), 0);
+
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) start_thread(&threads[i], count_under_each, NULL);
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    EQ(under_write, 4 * 20000);
+    EQ(under_spin, 4 * 20000);
+    EQ(pthread_spin_destroy(&unserved_spin), 0);
+}
+
 static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cancel_c = PTHREAD_COND_INITIALIZER;
 static int cancel_waiting, held_in_cleanup;
@@ -987,6 +1058,7 @@ int main(void) {
     SECTION(shared_condvar_with_a_private_mutex());
     SECTION(c11_semantics());
     SECTION(semaphore_waits());
+    SECTION(unserved_locks());
     printf("ok: %d checks\n", checks);
     return 0;
 }

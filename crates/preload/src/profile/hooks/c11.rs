@@ -8,7 +8,7 @@
 //! a `thrd_*` result as glibc maps it.
 
 use super::{cond_timedwait, cond_wait, mutex_init, mutex_lock, mutex_timedlock, mutex_trylock, mutex_unlock_by_path};
-use super::{pthread_cond_broadcast, pthread_cond_destroy, pthread_cond_init, pthread_cond_signal, pthread_mutex_destroy};
+use super::{cond_broadcast, cond_signal, pthread_cond_destroy, pthread_cond_init, pthread_mutex_destroy};
 use super::{Cond, Mutex, Time};
 use libc::c_int;
 
@@ -88,8 +88,8 @@ macro_rules! twin {
 twin!(mtx_unlock(m: Mutex) = mutex_unlock_by_path(m));
 // A condvar of the default attributes.
 twin!(cnd_init(c: Cond) = pthread_cond_init(c, std::ptr::null()));
-twin!(cnd_signal(c: Cond) = pthread_cond_signal(c));
-twin!(cnd_broadcast(c: Cond) = pthread_cond_broadcast(c));
+twin!(cnd_signal(c: Cond) = cond_signal(c));
+twin!(cnd_broadcast(c: Cond) = cond_broadcast(c));
 
 /// Exported: `mtx_destroy`.
 #[unsafe(no_mangle)]
