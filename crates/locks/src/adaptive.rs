@@ -194,6 +194,12 @@ const GRANTED: u32 = 1 << 31;
 /// unlocker writes this bit, and may do so only while somebody waits on
 /// the lock).
 const FLAG_AGAIN: u32 = 1 << 29;
+/// In the handoff slot, beside the id of a thread of a child of `fork`:
+/// that thread is taking back a parent thread's request (see
+/// `withdraw_for_a_parent_thread`). The slot stays taken until it has
+/// cleared the request's HANDOFF, so no later request can be flagged
+/// before that clear and lose its flag to it.
+const WITHDRAWING: u32 = 1 << 28;
 
 /// Futex bits of the three kinds of sleeper on the handoff slot: the
 /// requester waiting for its grant; starving waiters queued for the slot
@@ -726,11 +732,14 @@ impl<R: Recorder> RawAdaptive<R> {
     fn flags_taken_by_the_release(&self, was: u32) {
         crate::futex::keeping_errno(|| {
             if was & HANDOFF != 0 {
-                // (The exchange's acquire made the request visible.)
+                // (The exchange's acquire made the request visible. The
+                // flag came after the unlock's read: a live thread's, whose
+                // request stays open until told, also in a child of
+                // `fork`, where a parent thread's flag was on the word
+                // before any read there, and is taken back holding the
+                // slot: see `withdraw_for_a_parent_thread`.)
                 let told = self.mark_open_request(FLAG_AGAIN).is_some();
-                // (In a child of `fork` the requester may have withdrawn: see
-                // `withdraw_handoff`.)
-                check_protocol(told || crate::sync::forked(), "a HANDOFF taken by a release without its request waiting");
+                check_protocol(told, "a HANDOFF taken by a release without its request waiting");
                 if told {
                     futex_wake_bits(&self.handoff, 1, REQUESTER_BITS);
                 }
@@ -1584,18 +1593,11 @@ impl<R: Recorder> RawAdaptive<R> {
         loop {
             if word & HANDOFF == 0 {
                 // Taken by an exchange, or by the grant's exclusive-or
-                // after the request was claimed: either way, wait. Not in
-                // a child of `fork`: there a thread withdrawing a parent
-                // thread's request may clear the flag late, from a read
-                // of the slot made before this request took it, and no
-                // mark would ever come (a timed waiter would wait past
-                // its deadline for ever); the child withdraws as before
-                // the exchange unlock, and an unlocker between its
-                // exchange and its mark then finds the request gone.
-                if !crate::sync::forked() {
-                    return false;
-                }
-                break;
+                // after the request was claimed: either way, wait. (In a
+                // child of `fork` too: a thread taking back a parent
+                // thread's request clears that request's flag holding the
+                // slot, never this one's.)
+                return false;
             }
             if word & OWNER_MASK == 0 {
                 // Reserved: the unlocker has released the word to us and
@@ -1758,19 +1760,45 @@ impl<R: Recorder> RawAdaptive<R> {
     /// In a child of `fork`: if the handoff request is a parent thread's,
     /// made as the process forked, withdraw it for that thread (an unlock
     /// would hand it the lock, leaving the lock held by nobody; unflagged,
-    /// it would keep the slot for ever), clearing HANDOFF before the slot
-    /// as `withdraw_handoff` does. Called by the unlock holding a word
-    /// flagged with HANDOFF, and by a waiter that finds the slot taken.
-    /// Returns whether it did.
+    /// it would keep the slot for ever). Called by the unlock holding a
+    /// word flagged with HANDOFF, and by a waiter that finds the slot
+    /// taken. Returns whether the caller is to look again: it withdrew
+    /// the request, or another thread of this process is withdrawing one.
+    ///
+    /// The slot is held (WITHDRAWING, with this thread's id) while
+    /// HANDOFF is cleared, and freed after, as `withdraw_handoff` does: a
+    /// clear from a read of the slot that a new request had taken over
+    /// since erased that request's flag, with no unlock ever to tell it
+    /// (it waited for ever, or withdrew without its flag, while an unlock
+    /// that took the flag by its exchange could still be on its way to
+    /// the slot of a lock its next holder may free). A withdrawal that a
+    /// fork interrupted names a thread of the parent: it is taken over.
     fn withdraw_for_a_parent_thread(&self) -> bool {
         let request = self.handoff.load(Ordering::Relaxed);
-        if request & (CLAIMED | GRANTED) != 0 || request == 0 || !is_left_by_fork(request) {
+        if request & WITHDRAWING != 0 && !is_left_by_fork(request) {
+            // Done in a few instructions, unless that thread was preempted.
+            yield_to_unlocker();
+            return true;
+        }
+        let open = request & (CLAIMED | GRANTED) == 0 && request != 0;
+        if !open || !is_left_by_fork(request) {
             return false;
         }
-        self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
-        if self.handoff.compare_exchange(request, 0, Ordering::Release, Ordering::Relaxed).is_ok() {
-            self.wake_next_in_line();
+        let withdrawing = current_tid() | WITHDRAWING;
+        if self.handoff.compare_exchange(request, withdrawing, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return true;
         }
+        #[cfg(all(test, not(loom)))]
+        tests::WHILE_WITHDRAWING_FOR_A_PARENT.with(|hook| {
+            if let Some(check) = hook.get() {
+                check(std::ptr::from_ref(self).cast());
+            }
+        });
+        self.word.fetch_and(!HANDOFF, Ordering::Relaxed);
+        // Release: the next requester must see HANDOFF cleared before it
+        // sets its own.
+        self.handoff.store(0, Ordering::Release);
+        self.wake_next_in_line();
         true
     }
 
@@ -2020,6 +2048,11 @@ mod tests {
         /// and its exchange, with the lock's address: where a waiter's
         /// flag can come unseen.
         pub(super) static BETWEEN_READ_AND_EXCHANGE: std::cell::Cell<Option<fn(*const ())>> =
+            const { std::cell::Cell::new(None) };
+        /// Called on this thread by `withdraw_for_a_parent_thread` once it
+        /// holds the slot and before it clears HANDOFF, with the lock's
+        /// address.
+        pub(super) static WHILE_WITHDRAWING_FOR_A_PARENT: std::cell::Cell<Option<fn(*const ())>> =
             const { std::cell::Cell::new(None) };
     }
 
@@ -2678,18 +2711,17 @@ mod tests {
         assert!(!lock.is_locked());
     }
 
-    /// In a child of `fork`, a thread withdrawing a parent thread's
-    /// request may clear HANDOFF late, after another request took the
-    /// slot and flagged the word (its read of the slot came first). That
-    /// request's flag is then gone with no mark coming: a timed requester
-    /// still gives up at its deadline (refusing to withdraw while the flag
-    /// is missing, as it must outside a child, it waited for ever).
+    /// In a child of `fork` as in its parent, a timed requester whose flag
+    /// an unlock's exchange took keeps its request past its deadline until
+    /// that unlock tells it (FLAG_AGAIN), then gives up: freed before, the
+    /// slot, and the lock its next holder may free, would still be read by
+    /// the unlock on its way there.
     #[test]
-    fn a_timed_requester_in_a_child_of_fork_gives_up_without_its_flag() {
+    fn a_timed_requester_in_a_child_of_fork_waits_to_be_told_its_flag_was_taken() {
         let lock = Arc::new(RawAdaptive::<NoStats>::new());
         // (So that the child knows it is one.)
         crate::sync::note_forks();
-        let gave_up = crate::sync::in_forked_child(|| {
+        let waited = crate::sync::in_forked_child(|| {
             lock.lock();
             let (send, outcome) = std::sync::mpsc::channel();
             let requester = {
@@ -2697,7 +2729,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let me = current_tid();
                     lock.handoff.store(me, Ordering::Relaxed);
-                    let deadline = Instant::now() + std::time::Duration::from_millis(50);
+                    let deadline = Instant::now() + std::time::Duration::from_millis(20);
                     send.send(lock.wait_for_handoff(me, Some(deadline))).unwrap();
                 })
             };
@@ -2705,15 +2737,72 @@ mod tests {
             while lock.word.load(Ordering::Relaxed) & HANDOFF == 0 && started.elapsed().as_secs() < 5 {
                 std::thread::yield_now();
             }
-            // The late clear of a withdrawal for a parent thread.
+            // An unlock's exchange took the flag, and its mark is late.
             lock.word.fetch_and(!HANDOFF, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let request = lock.handoff.load(Ordering::Relaxed);
+            let kept = request != 0 && request & !OWNER_MASK == 0;
+            lock.handoff.store(request | FLAG_AGAIN, Ordering::Relaxed);
+            futex_wake_bits(&lock.handoff, 1, REQUESTER_BITS);
             let result = outcome.recv_timeout(std::time::Duration::from_secs(5));
             if result.is_ok() {
                 requester.join().unwrap();
             }
-            result == Ok(Some(false)) && lock.handoff.load(Ordering::Relaxed) == 0
+            kept && result == Ok(Some(false)) && lock.handoff.load(Ordering::Relaxed) == 0
         });
-        assert!(gave_up, "the timed requester did not give up at its deadline");
+        assert!(waited, "the timed requester freed the slot before it was told, or did not give up once told");
+    }
+
+    static SLOT_HELD_WHILE_WITHDRAWING: AtomicU32 = AtomicU32::new(0);
+
+    /// A child of `fork` takes a parent thread's request back holding the
+    /// slot until it has cleared the request's flag: a request that took
+    /// the slot first would be flagged, then lose its flag to that clear
+    /// with no unlock to tell it.
+    #[test]
+    fn a_withdrawal_for_a_parent_thread_holds_the_slot_until_the_flag_is_cleared() {
+        fn check(lock: *const ()) {
+            let lock = hooked_lock(lock);
+            let held = lock.handoff.load(Ordering::Relaxed) & WITHDRAWING != 0;
+            let flagged = lock.word.load(Ordering::Relaxed) & HANDOFF != 0;
+            SLOT_HELD_WHILE_WITHDRAWING.store(u32::from(held && flagged) + 1, Ordering::Relaxed);
+        }
+        let freed = unlock_in_a_child_of_fork(
+            |lock, parent_thread| {
+                lock.handoff.store(parent_thread, Ordering::Relaxed);
+                lock.word.fetch_or(HANDOFF | WAITERS, Ordering::Relaxed);
+                WHILE_WITHDRAWING_FOR_A_PARENT.with(|hook| hook.set(Some(check)));
+            },
+            |lock| {
+                WHILE_WITHDRAWING_FOR_A_PARENT.with(|hook| hook.set(None));
+                SLOT_HELD_WHILE_WITHDRAWING.load(Ordering::Relaxed) == 2
+                    && lock.handoff.load(Ordering::Relaxed) == 0
+                    && lock.try_lock()
+            },
+        );
+        assert!(freed, "the slot was open while the parent thread's flag was cleared, or the lock was not freed");
+    }
+
+    /// A child of a child of `fork`, whose lock's slot says a thread of the
+    /// first child was taking a parent thread's request back as it forked:
+    /// that thread does not exist here, so the unlock takes the withdrawal
+    /// over (waiting for it, the unlock waited for ever).
+    #[test]
+    fn a_withdrawal_interrupted_by_fork_is_taken_over() {
+        let freed = unlock_in_a_child_of_fork(
+            |lock, parent_thread| {
+                lock.handoff.store(parent_thread | WITHDRAWING, Ordering::Relaxed);
+                lock.word.fetch_or(HANDOFF | WAITERS, Ordering::Relaxed);
+                // The unlock below would wait for ever without the takeover.
+                std::thread::spawn(|| {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    // SAFETY: ends the child, which the parent reads as failed.
+                    unsafe { libc::_exit(2) };
+                });
+            },
+            |lock| !lock.is_locked() && lock.handoff.load(Ordering::Relaxed) == 0 && lock.try_lock(),
+        );
+        assert!(freed, "the child's unlock waited for a withdrawal nobody in it makes");
     }
 
     /// A child of `fork` whose lock still names a parent thread as its
