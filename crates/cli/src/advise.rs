@@ -399,7 +399,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // program 200 times as long) is stopped, and runs no more: one such
     // variant made a default run of all seven last hours.
     let mut left_out: Vec<Option<Left>> = vec![None; options.variants.len()];
-    for round in 0..rounds {
+    // The rounds every variant ran: all of them, unless a stop came.
+    let mut complete = rounds;
+    'rounds: for round in 0..rounds {
         let mut glibc_wall = None;
         for (i, &variant) in options.variants.iter().enumerate() {
             if left_out[i].is_some() {
@@ -410,10 +412,17 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             let limit = glibc_wall.map(|glibc: f64| Duration::from_secs_f64(glibc * STOP_AT_TIMES_GLIBC).max(Duration::from_secs_f64(glibc) + STOP_SLACK));
             let run = run_once(options, variant, &library, limit);
             // A stop ends CMD too (^C from the terminal, SIGTERM passed
-            // on): its failure is the stop's, not the variant's.
+            // on): its failure is the stop's, not the variant's. The
+            // rounds complete before it are judged, as far as they go (a
+            // long advise stopped near its end had shown nothing of an
+            // hour's runs); without one there is nothing to show.
             if crate::stop::requested().is_some() {
-                progress.finish();
-                return Err(interrupted(round * options.variants.len() + i));
+                if round == 0 {
+                    progress.finish();
+                    return Err(interrupted(i));
+                }
+                complete = round;
+                break 'rounds;
             }
             match run {
                 Ok(Outcome::Ran(run)) => {
@@ -433,6 +442,9 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         }
     }
     progress.finish();
+    for variant_runs in &mut runs {
+        variant_runs.truncate(complete);
+    }
 
     let measures: Vec<Measure> = {
         let mut m: Vec<Measure> = vec![("wall", false, |r| Some(r.wall)), ("cpu", false, |r| Some(r.cpu))];
@@ -445,7 +457,11 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         ratios: runs[i].iter().zip(&runs[0]).filter_map(|(v, g)| Some(get(v)? / get(g)?)).filter(|r| r.is_finite()).collect(),
     };
 
-    let rounds_text = if rounds == 1 { "1 round".to_string() } else { format!("{rounds} rounds") };
+    let rounds_text = match (complete, rounds) {
+        (1, 1) => "1 round".to_string(),
+        (complete, rounds) if complete == rounds => format!("{rounds} rounds"),
+        (complete, rounds) => format!("stopped: the first {complete} of {rounds} rounds"),
+    };
     outln!(
         "lockmeter advise: {} ({rounds_text}, {} variants, interleaved; ratios are to glibc, median [range] of per-round ratios)\n",
         options.shown_as,
@@ -599,14 +615,17 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
     // The path was checked before the rounds; a plot that still cannot
     // be drawn fails the command, after the verdict above.
     if let Some(path) = &options.plot {
-        // A stop that came while the verdict was printed ends the command
-        // before it writes anything more.
+        // A stop, before the last round or while the verdict was printed,
+        // ends the command before it writes anything.
         if crate::stop::requested().is_some() {
-            return Err(Failure::runtime(format!("interrupted after the {total} runs; {} not written", path.display())));
+            return Err(Failure::runtime(format!("{}; {} not written", stopped_after(complete, rounds), path.display())));
         }
         crate::args::write_plot(path, |image| plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, image))
             .map_err(Failure::runtime)?;
         outln!("\nPlot: {}", path.display());
+    }
+    if complete < rounds {
+        return Err(Failure::runtime(stopped_after(complete, rounds)));
     }
     // CMD failed under some lock: said above, and in the status, for a
     // script that must not take the verdict as the whole story.
@@ -615,6 +634,15 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         return Err(Failure::runtime(format!("{} failed under {} (see its row above)", options.shown_as, failed.join(", "))));
     }
     Ok(())
+}
+
+/// What a stop left: `complete` of `rounds` rounds, judged above.
+fn stopped_after(complete: usize, rounds: usize) -> String {
+    if complete == rounds {
+        format!("stopped after the {rounds} rounds")
+    } else {
+        format!("stopped after {complete} of {rounds} rounds; the table above is theirs")
+    }
 }
 
 #[cfg(test)]

@@ -333,7 +333,9 @@ enum Command {
     /// when CMD failed under some lock, --metric found no throughput in
     /// its output, or the plot could not be written; 2 for bad options;
     /// 126 or 127 when CMD cannot be run. ^C or SIGTERM (passed on to
-    /// CMD) stops it: no other run starts and it dies of the signal.
+    /// CMD) stops it: no other run starts, the rounds complete before the
+    /// stop are judged (the header says how many), no plot is written,
+    /// and it dies of the signal.
     ///
     /// Examples:
     ///   lockmeter advise -- ./loader big-input.csv

@@ -400,6 +400,55 @@ fn advise_stops_with_the_program_it_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A stop after some rounds: the rounds complete are judged, the table
+/// says how many, nothing is written, and advise dies of the stop (it
+/// showed nothing of the runs done).
+#[test]
+fn advise_stopped_after_some_rounds_judges_those() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = std::env::temp_dir().join(format!("lockmeter-cli-test.{}.partial", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs = dir.join("runs");
+    let plot = dir.join("advise.svg");
+    let script = format!("echo $$ >> {}; sleep 0.2", runs.display());
+    let child = lockmeter()
+        .args(["advise", "--locks", "futex", "--repeat", "5", "--plot"])
+        .arg(&plot)
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The profiled run, then two rounds of two runs, and the sixth begun.
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&runs).map_or(0, |r| r.lines().count()) < 6 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the rounds never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: signalling the child just spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    let complete: usize = stdout
+        .split("stopped: the first ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the rounds complete: {stdout}"));
+    assert!((2..5).contains(&complete), "{stdout}");
+    assert!(stdout.contains("of 5 rounds, 2 variants"), "{stdout}");
+    let futex_row = stdout.lines().find(|l| l.starts_with("futex ")).unwrap_or_else(|| panic!("no futex row: {stdout}"));
+    assert!(futex_row.contains('x'), "futex's row has no ratio: {futex_row}");
+    assert!(
+        ["Keep glibc's locks", "No recommendation", "Recommendation"].iter().any(|verdict| stdout.contains(verdict)),
+        "no verdict: {stdout}"
+    );
+    assert!(stderr.contains(&format!("stopped after {complete} of 5 rounds; the table above is theirs")), "{stderr}");
+    assert!(!plot.exists(), "a plot was written after the stop");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `advise` of a shell script that runs `first`, writes its pid, then
 /// runs `rest`, once the pid is written: advise, the script's pid, and
 /// the scratch directory.
