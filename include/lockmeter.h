@@ -25,9 +25,9 @@
  *
  * The library also carries lockmeter's pthread interposition: linking it
  * hooks the program's own pthread locks (under 1 ns per lock+unlock: a
- * jump to glibc's function), and
- * with LOCKMETER_LOCK in the environment serves them with that algorithm
- * (an unknown name stops the program, exit 127), as LD_PRELOAD would.
+ * jump to glibc's function), and with LOCKMETER_LOCK in the environment
+ * serves its mutexes and condvars with that algorithm (an unknown name
+ * stops the program, exit 127), as LD_PRELOAD would.
  * x86-64 Linux only.
  */
 #ifndef LOCKMETER_H

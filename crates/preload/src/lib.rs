@@ -5,13 +5,15 @@
 //! - Preloaded (`LD_PRELOAD`, which `lockmeter run` sets up): with
 //!   `LOCKMETER_OUTPUT` set, profile mode wraps glibc's pthread lock and
 //!   semaphore functions and writes a profile of every lock when the
-//!   process ends. Without it the frequent calls (lock, trylock and
-//!   unlock of mutexes, rwlocks and spinlocks, semaphore waits, condvar
-//!   wakes) jump to glibc's own functions, chosen when the library is
-//!   loaded, and the rarer ones forward after one check, so a program
-//!   that links the library for the C ABI pays under 1 ns per
-//!   lock+unlock, and with `LOCKMETER_LOCK` set has its pthread mutexes
-//!   and condvars served, as under `LD_PRELOAD`.
+//!   process ends. Without it, the frequent pthread calls (lock, trylock
+//!   and unlock of mutexes, rwlocks and spinlocks, semaphore waits,
+//!   condvar wakes) jump to glibc's own functions, chosen when the
+//!   library is loaded, and the rarer ones (and the C11 `mtx_*` and
+//!   `cnd_*`) forward after one check, so a program that links the
+//!   library for the C ABI pays under 1 ns per lock+unlock. With
+//!   `LOCKMETER_LOCK` set, its pthread mutexes and condvars are served,
+//!   as under `LD_PRELOAD`, and its other locks' calls still jump to
+//!   glibc's.
 
 mod cancel;
 mod capi;

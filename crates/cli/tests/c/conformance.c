@@ -375,8 +375,6 @@ static void semaphore_waits(void) {
     sem_destroy(&sem_pending);
 }
 
-/* Cancellation of a thread blocked in a condvar wait: the mutex is held
- * again when its cleanup handler runs. */
 /* Rwlocks, spinlocks and semaphores, which replace mode leaves to glibc
  * (in a process never profiled their calls go to glibc's functions
  * straight): readers share, a writer excludes, tries answer as glibc's,
@@ -447,6 +445,8 @@ static void unserved_locks(void) {
     EQ(pthread_spin_destroy(&unserved_spin), 0);
 }
 
+/* Cancellation of a thread blocked in a condvar wait: the mutex is held
+ * again when its cleanup handler runs. */
 static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cancel_c = PTHREAD_COND_INITIALIZER;
 static int cancel_waiting, held_in_cleanup;

@@ -4,11 +4,11 @@
 //! entry point that loads its own return address (the program's call
 //! site) into the next free argument register and jumps to the Rust
 //! implementation: the call site costs nothing and needs no unwinder or
-//! frame pointers. Releases need no call site and are plain functions.
-//! The frequent calls (lock, trylock and unlock of mutexes, rwlocks and
-//! spinlocks, semaphore waits, condvar wakes) are entry points that jump
-//! to a function chosen for the process when the library is loaded (see
-//! `with_call_site_through!`).
+//! frame pointers. The rarer releases (destroys, among others) need no
+//! call site and are plain functions. The frequent calls (lock, trylock
+//! and unlock of mutexes, rwlocks and spinlocks, semaphore waits, condvar
+//! wakes) are entry points that jump to a function chosen for the process
+//! when the library is loaded (see `with_call_site_through!`).
 //!
 //! Every implementation calls glibc's real function exactly as the program
 //! asked and returns its result untouched; blocking acquisitions try first
@@ -45,12 +45,15 @@ macro_rules! with_call_site {
     };
 }
 
-/// As `with_call_site!`, for the two calls a program makes most, mutex
-/// lock and unlock: the entry point jumps to the function `$path` points
-/// at, chosen for the process once its mode is known (see
-/// `choose_mutex_paths`): glibc's mutexes profiled, or ours served,
-/// profiled or not, each in a function shaped for it alone, or glibc's
-/// own functions in a process neither served nor profiled. A function
+/// As `with_call_site!` (the call site only for an acquisition: a release
+/// names no `$register`), for the calls a program makes most: the entry
+/// point jumps to the function `$path` points at, chosen for the process
+/// once its mode is known. For the mutex (see `choose_mutex_paths`):
+/// glibc's mutexes profiled, or ours served, profiled or not, each in a
+/// function shaped for it alone, or glibc's own functions in a process
+/// neither served nor profiled; for the rest (see
+/// `choose_unserved_paths`, which the form `$path = $hook`, defining the
+/// path, is for): glibc's own functions where nothing records them. A function
 /// that holds several cases pays the largest one's frame on every call,
 /// and choosing on every call costs more than the one jump through this
 /// pointer (the served uncontended pair in a C loop, pinned, medians of

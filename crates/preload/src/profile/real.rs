@@ -3,7 +3,8 @@
 //! neither served nor profiled: its mutex calls then jump to them) with
 //! `dlsym(RTLD_NEXT, ...)` (or `dlvsym` where glibc keeps an old version
 //! beside the current one), so another interposer loaded after lockmeter
-//! still sees the calls.
+//! still sees the calls (but for the condvar's: `dlvsym` passes over a
+//! definition without glibc's version).
 //!
 //! Resolution is lazy because other libraries' constructors lock before
 //! ours runs. If resolving re-enters a hook on the same thread (an
