@@ -433,6 +433,11 @@ pub struct Report {
     pub seconds_per_run: f64,
     /// Runs per point.
     pub repeat: usize,
+    /// Set when a stop (^C, SIGTERM) ended the run early: the runs per
+    /// point asked for, of which `repeat` were done at every point (and
+    /// the medians are theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_repeat: Option<usize>,
     /// One entry per point.
     pub points: Vec<PointResult>,
     /// How the run was made.
@@ -511,16 +516,23 @@ impl Experiment {
     }
 
     /// Runs every point `repeat` times, interleaved (every point runs once
-    /// before any runs twice); `progress` is called before each run.
+    /// before any runs twice); `progress` is called before each run. A
+    /// stop (see [`crate::interrupt`]) ends the run in progress and starts
+    /// no other: the report then holds the rounds every point finished
+    /// (`planned_repeat` says so), or, without one, is an error.
     pub fn run(&self, calibration: &Calibration, mut progress: impl FnMut(&str)) -> Result<Report, String> {
         can_start(self.threads.iter().copied().max().unwrap_or(1))?;
         let provenance = Provenance::start();
         let points = self.points();
         crate::variants::prepare(points.iter().map(|p| p.lock))?;
         let mut runs: Vec<Vec<Run>> = (0..points.len()).map(|_| Vec::new()).collect();
-        for repeat in 0..self.repeat {
+        // The rounds every point finished, none cut short by a stop.
+        let mut complete = 0;
+        'rounds: for repeat in 0..self.repeat {
             for (i, point) in points.iter().enumerate() {
-                crate::interrupt::check()?;
+                if crate::interrupt::requested().is_some() {
+                    break 'rounds;
+                }
                 progress(&format!(
                     "{} {}{} {}, run {}/{}",
                     self.workload.name(),
@@ -533,11 +545,23 @@ impl Experiment {
                 crate::variants::switch_for(point.lock)?;
                 let run = self.run_point(point, calibration);
                 crate::variants::switch_for(LockKind::Glibc)?; // back to the defaults
-                runs[i].push(run?);
+                match run {
+                    Ok(run) => runs[i].push(run),
+                    Err(_) if crate::interrupt::requested().is_some() => break 'rounds,
+                    Err(error) => return Err(error),
+                }
             }
+            if crate::interrupt::cut_short() {
+                break;
+            }
+            complete = repeat + 1;
         }
-        // The last run, cut short.
-        crate::interrupt::check()?;
+        if complete == 0 {
+            crate::interrupt::check()?;
+        }
+        for point_runs in &mut runs {
+            point_runs.truncate(complete);
+        }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Said only where it held: a pin the kernel refused left the worker
         // where the scheduler put it.
@@ -551,7 +575,8 @@ impl Experiment {
             machine: Machine::describe(calibration),
             workload: self.workload.name().to_string(),
             seconds_per_run: self.run.as_secs_f64(),
-            repeat: self.repeat,
+            repeat: complete,
+            planned_repeat: (complete < self.repeat).then_some(self.repeat),
             points: results,
             provenance: provenance.finish(pinned),
         })

@@ -36,6 +36,7 @@ pub fn report(points: Vec<PointResult>) -> Report {
         workload: "sem".into(),
         seconds_per_run: 0.5,
         repeat: 1,
+        planned_repeat: None,
         points,
         provenance: Default::default(),
     }

@@ -43,11 +43,12 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}; work loop {:.3} iterations/ns; {} run(s) of {} per point, medians{}",
+        "{}; work loop {:.3} iterations/ns; {} run(s) of {} per point, medians{}{}",
         report.machine.summary(),
         report.machine.work_iterations_per_ns,
         report.repeat,
         run_length(report.seconds_per_run),
+        report.planned_repeat.map_or(String::new(), |planned| format!(" (stopped: {planned} were asked for)")),
         // (Said: a pinned run's figures differ from an unpinned one's, and
         // the header was all that came with a pasted table.)
         if report.provenance.pinned { "; workers pinned to CPUs (--pin)" } else { "" }
@@ -361,6 +362,16 @@ mod tests {
         assert!(!table(&pinned).lines().next().unwrap().contains("pinned"));
         pinned.provenance.pinned = true;
         assert!(table(&pinned).lines().next().unwrap().ends_with("; workers pinned to CPUs (--pin)"));
+    }
+
+    /// A run a stop ended early says in its header how many runs per
+    /// point its medians are of, and how many were asked for.
+    #[test]
+    fn a_stopped_run_says_so_in_its_header() {
+        let mut stopped = report(vec![point("std", 2, 1e6)]);
+        stopped.planned_repeat = Some(3);
+        let header = table(&stopped).lines().next().unwrap().to_string();
+        assert!(header.ends_with("1 run(s) of 500 ms per point, medians (stopped: 3 were asked for)"), "{header}");
     }
 
     #[test]

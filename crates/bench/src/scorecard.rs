@@ -174,6 +174,9 @@ impl Scorecard {
         let mut reports = Vec::new();
         for experiment in self.experiments() {
             reports.push(experiment.run(calibration, &mut progress)?);
+            // A stop leaves an experiment's report holding the rounds it
+            // finished: no scorecard judges those.
+            crate::interrupt::check()?;
         }
         let pair = self.pair().run(calibration, &mut progress)?;
         let [micro, long, short, sem, dir, rest @ ..] = reports.as_slice() else {

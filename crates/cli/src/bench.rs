@@ -414,13 +414,23 @@ pub fn run(o: Options) -> Result<(), String> {
         pin: o.pin,
     };
     let report = with_progress(experiment.planned_runs(), |calibration, progress| experiment.run(calibration, progress))?;
-    let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     let text = render_as(
         o.format,
         || render::table(&report),
         || render::csv(&report),
         || serde_json::to_string_pretty(&report),
     )?;
+    if let Some(planned) = report.planned_repeat {
+        // Stopped after some rounds: what they measured is shown (a long
+        // run stopped near its end had shown nothing), and no file is
+        // written, as a stop asks.
+        out!("{text}");
+        let files: Vec<String> =
+            [&o.output, &o.save, &o.plot, &o.plot_histogram].into_iter().flatten().map(|path| path.display().to_string()).collect();
+        let unwritten = if files.is_empty() { String::new() } else { format!("; {} not written", files.join(", ")) };
+        return Err(format!("stopped after {} of {planned} runs per point; the report above is theirs{unwritten}", report.repeat));
+    }
+    let saved = save(|| serde_json::to_string_pretty(&report), o.save.as_deref());
     emit(&text, o.output.as_deref())?;
     draw_plots(&report, o.plot.as_deref(), o.plot_histogram.as_deref(), o.histogram_threads)?;
     saved

@@ -138,6 +138,9 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         results.push((points, stats));
     }
     let scaling = sweep.run(&calibration, |what| progress.step(&format!("scaling: {what}")))?;
+    // (A stop leaves the sweep the rounds it finished: the demo shows
+    // nothing of a run it did not finish.)
+    lockmeter_bench::interrupt::check()?;
     progress.finish();
     drop(keep_alive);
     let _ = idle_thread.join();
@@ -227,6 +230,7 @@ fn kernel_assisted_spinning(number: usize, settings: &Settings, calibration: &Ca
         pin: false,
     };
     let points = match experiment.run(calibration, |_| {}) {
+        Ok(_) if lockmeter_bench::interrupt::requested().is_some() => return,
         Ok(report) => report.points,
         Err(e) => {
             outln!("   skipped: {e}\n");

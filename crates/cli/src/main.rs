@@ -165,7 +165,8 @@ enum Command {
     /// be written, found before the first run, included); 1 when a
     /// measurement could not run or an output could not be written after
     /// the runs. ^C, SIGTERM or SIGHUP ends the run in progress, writes
-    /// nothing, and it dies of the signal.
+    /// no file, and it dies of the signal; duty, sem and dir first show
+    /// the rounds every point finished, if one did.
     #[command(verbatim_doc_comment)]
     Bench {
         #[command(subcommand)]

@@ -159,32 +159,47 @@ fn sem_and_dir_report_the_contract_without_duty_fields() {
     }
 }
 
-/// ^C (or SIGTERM) ends the run in progress and starts no other: one
-/// line says how far it got, nothing half-written, no file of `--fs` left
-/// behind (each worker finishes the operation it is in), and lockmeter
-/// dies of the signal. (Killed mid-run, 27-48 of 64 workers' files stayed
-/// in the directory.)
+/// ^C (or SIGTERM) ends the run in progress and starts no other: no file
+/// of `--fs` left behind (each worker finishes the operation it is in),
+/// no file written, and lockmeter dies of the signal. (Killed mid-run,
+/// 27-48 of 64 workers' files stayed in the directory.) The rounds every
+/// point finished are shown, in the format asked for, and said to be
+/// all there is (a long run stopped near its end had shown nothing);
+/// stopped in the first round, one line says how far it got.
 #[test]
 fn an_interrupted_bench_stops_cleanly() {
     use std::os::unix::process::ExitStatusExt;
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-interrupt-{}-{signal}", std::process::id()));
+    for (signal, seconds, repeat) in [(libc::SIGINT, "300ms", "30"), (libc::SIGTERM, "5s", "2")] {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockmeter-interrupt-{}-{signal}-{repeat}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.with_extension("json");
         let child = lockmeter()
-            .args(["bench", "dir", "--fs", dir.to_str().unwrap(), "--threads", "64", "--seconds", "300ms", "--repeat", "30", "-o"])
+            .args(["bench", "dir", "--fs", dir.to_str().unwrap(), "--threads", "64", "--seconds", seconds, "--repeat", repeat, "-o"])
             .arg(&out)
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        // Inside the first 5 s run; past the first 300 ms one (and the
+        // calibration before it), on a loaded machine too.
+        std::thread::sleep(std::time::Duration::from_millis(if repeat == "2" { 1000 } else { 2500 }));
         // SAFETY: signalling the child just spawned.
         unsafe { libc::kill(child.id() as i32, signal) };
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         // Killed by it, as a shell loop needs to see to stop.
         assert_eq!(output.status.signal(), Some(signal), "{stderr}");
-        assert!(stderr.starts_with("lockmeter: interrupted after ") && stderr.trim_end().ends_with(" of 30 runs; nothing written"), "{stderr}");
+        if repeat == "2" {
+            assert_eq!(stderr.trim_end(), "lockmeter: interrupted after 0 of 2 runs; nothing written");
+            assert!(output.stdout.is_empty());
+        } else {
+            let report: Value = serde_json::from_slice(&output.stdout).expect("the rounds done, as JSON");
+            let done = report["repeat"].as_u64().unwrap();
+            assert!((1..30).contains(&done) && report["planned_repeat"] == 30, "{report}");
+            assert_eq!(report["points"][0]["ops_per_sec_runs"].as_array().unwrap().len() as u64, done);
+            let said = format!("lockmeter: stopped after {done} of 30 runs per point; the report above is theirs; {} not written", out.display());
+            assert_eq!(stderr.trim_end(), said);
+        }
         assert!(!out.exists(), "no report");
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert!(left.is_empty(), "files left in --fs: {left:?}");
