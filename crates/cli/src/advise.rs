@@ -569,9 +569,10 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
             ),
             Verdict::TooFewRounds => outln!(
                 "No recommendation yet: {variant} ({name} {shown}x glibc's) was better by 3% or more in {wins} of {n} paired rounds, \
-                 a chance of {:.1}% if none of the {tried} tried were better; {} rounds or more can tell (--repeat).",
+                 a chance of {:.1}% if none of the {tried} tried were better; {} rounds or more can tell (--repeat){}.",
                 100.0 * chance,
-                rounds_for_significance(tried)
+                rounds_for_significance(tried),
+                if complete < rounds { format!(", of the {rounds} asked, which the stop cut short") } else { String::new() }
             ),
             Verdict::Recommend => {
                 outln!(
@@ -612,28 +613,33 @@ pub fn advise(options: &Options) -> Result<(), Failure> {
         })
         .collect();
     let title = format!("{title_measure} relative to glibc's locks ({rounds_text})");
+    // CMD failed under some lock: said above, and in the status, for a
+    // script that must not take the verdict as the whole story.
+    let failed: Vec<&str> = options.variants.iter().zip(&left_out).filter(|(_, left)| matches!(left, Some(Left::Failed { .. }))).map(|(v, _)| v.name()).collect();
+    let failures = (!failed.is_empty()).then(|| format!("{} failed under {} (see its row above)", options.shown_as, failed.join(", ")));
+    let stopped = |unwritten: String| {
+        let said = [Some(stopped_after(complete, rounds)), failures.clone(), Some(unwritten).filter(|u| !u.is_empty())];
+        Failure::runtime(said.into_iter().flatten().collect::<Vec<_>>().join("; "))
+    };
     // The path was checked before the rounds; a plot that still cannot
     // be drawn fails the command, after the verdict above.
     if let Some(path) = &options.plot {
         // A stop, before the last round or while the verdict was printed,
         // ends the command before it writes anything.
         if crate::stop::requested().is_some() {
-            return Err(Failure::runtime(format!("{}; {} not written", stopped_after(complete, rounds), path.display())));
+            return Err(stopped(format!("{} not written", path.display())));
         }
         crate::args::write_plot(path, |image| plot::ratios(&title, &format!("{title_measure} / glibc"), &bars, image))
             .map_err(Failure::runtime)?;
         outln!("\nPlot: {}", path.display());
     }
     if complete < rounds {
-        return Err(Failure::runtime(stopped_after(complete, rounds)));
+        return Err(stopped(String::new()));
     }
-    // CMD failed under some lock: said above, and in the status, for a
-    // script that must not take the verdict as the whole story.
-    let failed: Vec<&str> = options.variants.iter().zip(&left_out).filter(|(_, left)| matches!(left, Some(Left::Failed { .. }))).map(|(v, _)| v.name()).collect();
-    if !failed.is_empty() {
-        return Err(Failure::runtime(format!("{} failed under {} (see its row above)", options.shown_as, failed.join(", "))));
+    match failures {
+        Some(failures) => Err(Failure::runtime(failures)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// What a stop left: `complete` of `rounds` rounds, judged above.
@@ -641,7 +647,7 @@ fn stopped_after(complete: usize, rounds: usize) -> String {
     if complete == rounds {
         format!("stopped after the {rounds} rounds")
     } else {
-        format!("stopped after {complete} of {rounds} rounds; the table above is theirs")
+        format!("stopped after {complete} of {rounds} rounds; the table above judges those")
     }
 }
 

@@ -444,7 +444,8 @@ fn advise_stopped_after_some_rounds_judges_those() {
         ["Keep glibc's locks", "No recommendation", "Recommendation"].iter().any(|verdict| stdout.contains(verdict)),
         "no verdict: {stdout}"
     );
-    assert!(stderr.contains(&format!("stopped after {complete} of 5 rounds; the table above is theirs")), "{stderr}");
+    let said = format!("stopped after {complete} of 5 rounds; the table above judges those; {} not written", plot.display());
+    assert!(stderr.contains(&said), "{stderr}");
     assert!(!plot.exists(), "a plot was written after the stop");
     std::fs::remove_dir_all(&dir).unwrap();
 }
