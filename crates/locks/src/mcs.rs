@@ -588,6 +588,39 @@ mod node_pool {
     }
 }
 
+impl RawMcs<NoStats> {
+    /// Releases the lock if nobody queues behind its holder: one
+    /// compare-exchange of the tail, and the holder's node back to this
+    /// thread's pool, never a system call. False, with nothing done,
+    /// otherwise (a successor linked or linking, or a free lock); then
+    /// [`Self::unlock`] releases it. For callers that must know no system
+    /// call ran (a pthread replacement keeps `errno` as the program left
+    /// it, and saving it costs more than the unlock). Only on a lock that
+    /// records nothing: a recorder hears of a release before it happens,
+    /// and this one may not.
+    ///
+    /// # Safety
+    /// As [`Self::unlock`]: the lock must be held.
+    #[inline]
+    pub unsafe fn unlock_if_uncontended(&self) -> bool {
+        if self.tail.load(Ordering::Relaxed).is_null() {
+            return false;
+        }
+        let node = self.holder.load(Ordering::Relaxed);
+        // SAFETY: the holder's node, alive while the lock is held.
+        if !unsafe { (*node).next.load(Ordering::Acquire) }.is_null() {
+            return false;
+        }
+        // Fails when a successor swapped itself in as the tail.
+        if self.tail.compare_exchange(node, ptr::null_mut(), Ordering::Release, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // SAFETY: no other thread can reach the node any more.
+        unsafe { node_pool::give(node) };
+        true
+    }
+}
+
 #[cfg(not(loom))]
 impl<R: Recorder> Default for RawMcs<R> {
     fn default() -> Self {

@@ -347,10 +347,14 @@ pub fn was_me_before_fork(tid: u32) -> bool {
 /// here. One system call: for the child's rare slow paths only.
 #[cfg(not(loom))]
 pub fn is_thread_of_this_process(tid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the thread exists in the group;
-    // nothing is delivered.
-    let found = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) } == 0;
-    found || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    // `errno` kept: the paths a pthread replacement takes without keeping
+    // it (an `mcs` lock's try taking a queue node) reach this in a child.
+    crate::futex::keeping_errno(|| {
+        // SAFETY: signal 0 only checks that the thread exists in the
+        // group; nothing is delivered.
+        let found = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid as libc::pid_t, 0) } == 0;
+        found || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    })
 }
 
 #[cfg(loom)]

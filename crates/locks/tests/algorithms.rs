@@ -415,6 +415,12 @@ fn uncontended_unlock_pi() {
 }
 
 #[test]
+fn uncontended_unlock_mcs() {
+    // SAFETY: the helper calls it only while the lock is held.
+    uncontended_unlock_only_when_nobody_waits::<RawMcs>(|lock| unsafe { lock.unlock_if_uncontended() }, false);
+}
+
+#[test]
 fn uncontended_unlock_futex() {
     // SAFETY: the helper calls it only while the lock is held.
     uncontended_unlock_only_when_nobody_waits::<RawFutex>(|lock| unsafe { lock.unlock_if_uncontended() }, false);

@@ -618,11 +618,12 @@ unsafe extern "C" fn glibc_mutex_lock(m: Mutex, pc: usize) -> c_int {
 unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
         // A try never waits, so it makes no system call that could change
-        // errno: no need to keep it, but for `mcs`, whose try may
-        // allocate a queue node. (Served `adaptive` trylock+unlock pair in
-        // a C loop, medians of 6 alternated runs: 22.0 ns keeping errno,
-        // 20.9 without; glibc 20.0.)
-        if active().is_none() && algorithm != Algorithm::Mcs {
+        // errno: no need to keep it (`mcs`'s queue node comes from a pool
+        // whose one call, mapping a fresh page, sets it only failing, and
+        // then the process stops). (Served `adaptive` trylock+unlock pair
+        // in a C loop, medians of 6 alternated runs: 22.0 ns keeping
+        // errno, 20.9 without; glibc 20.0.)
+        if active().is_none() {
             // SAFETY: a served mutex.
             return unsafe { served::try_lock(algorithm, m) };
         }

@@ -562,16 +562,13 @@ pub unsafe fn lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) 
 }
 
 /// `pthread_mutex_trylock` as [`lock_at_once`] takes the lock: `None`,
-/// with nothing done, for what that leaves to [`lock`] (and for `mcs`,
-/// whose try may allocate a queue node), which [`try_lock`] then takes.
+/// with nothing done, for what that leaves to [`lock`], which
+/// [`try_lock`] then takes.
 ///
 /// # Safety
 /// As [`lock_at_once`].
 #[inline(always)]
 pub unsafe fn try_lock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
-    if algorithm == Algorithm::Mcs {
-        return None;
-    }
     // SAFETY: forwarded contract.
     let (m, tid) = unsafe { at_hand(m) }?;
     // SAFETY: `tid` is the calling thread's id.
@@ -661,20 +658,17 @@ pub unsafe fn wait_for_ticket(m: *mut libc::pthread_mutex_t, wait: ticket::Wait)
 /// (so the caller need not save it), and, as [`lock_at_once`], no call
 /// on the way for most algorithms. `Some(result)` when decided; `None`,
 /// with nothing done, for what [`lock_at_once`] leaves to [`lock`], when
-/// a waiter needs waking, when the mutex is free, when the caller does
-/// not hold a normal mutex (glibc lets any thread unlock one), and for
-/// `mcs`, whose unlock finds its queue node: then [`unlock`]. (`spin`'s
-/// release on the full path, with `errno` kept around it, cost its pair
-/// 14.4 ns against adaptive's 8.5 in a fast phase of the host; `ticket`'s
-/// 13.44 against 9.48 here, pinned, medians of 9 alternated runs.)
+/// a waiter needs waking, when the mutex is free, and when the caller
+/// does not hold a normal mutex (glibc lets any thread unlock one): then
+/// [`unlock`]. (`spin`'s release on the full path, with `errno` kept
+/// around it, cost its pair 14.4 ns against adaptive's 8.5 in a fast
+/// phase of the host; `ticket`'s 13.44 against 9.48 here, pinned, medians
+/// of 9 alternated runs.)
 ///
 /// # Safety
 /// As [`lock_at_once`].
 #[inline(always)]
 pub unsafe fn unlock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t) -> Option<libc::c_int> {
-    if algorithm == Algorithm::Mcs {
-        return None;
-    }
     // SAFETY: forwarded contract.
     let (m, tid) = unsafe { at_hand(m) }?;
     let kind = m.kind.load(Relaxed) & TYPE_MASK;
@@ -722,7 +716,9 @@ pub unsafe fn unlock_at_once(algorithm: Algorithm, m: *mut libc::pthread_mutex_t
                     true
                 }
             }
-            Algorithm::Mcs => false,
+            // Nobody queued behind the holder's node (held by somebody, as
+            // `spin`'s: a free one is the full path's to answer).
+            Algorithm::Mcs => (*state.cast::<RawMcs<NoStats>>()).unlock_if_uncontended(),
         }
     };
     if released {
