@@ -117,6 +117,70 @@ pub fn ticket_line(marked: bool) {
     });
 }
 
+/// The uncontended release a pthread replacement tries before the full
+/// unlock (one atomic step, never a system call, nothing done when it
+/// declines).
+pub trait UncontendedRelease: ModelLock {
+    /// # Safety
+    /// The lock is held by the calling thread.
+    unsafe fn release_if_uncontended(&self) -> bool;
+}
+
+impl UncontendedRelease for RawMcs<NoStats> {
+    unsafe fn release_if_uncontended(&self) -> bool {
+        unsafe { self.unlock_if_uncontended() }
+    }
+}
+
+impl UncontendedRelease for RawFutex<NoStats> {
+    unsafe fn release_if_uncontended(&self) -> bool {
+        unsafe { self.unlock_if_uncontended() }
+    }
+}
+
+impl UncontendedRelease for RawAdaptive<NoStats> {
+    unsafe fn release_if_uncontended(&self) -> bool {
+        unsafe { self.unlock_if_uncontended_as(lockmeter_locks::current_tid()) }
+    }
+}
+
+impl UncontendedRelease for RawFutexTid<NoStats> {
+    unsafe fn release_if_uncontended(&self) -> bool {
+        unsafe { self.unlock_if_uncontended_as(lockmeter_locks::current_tid()) }
+    }
+}
+
+/// Two threads take the lock once each and release it as a served
+/// mutex's unlock does, the uncontended release first and the full
+/// unlock when it declines: mutual exclusion, and no waiter left asleep
+/// (a release that took the fast step with a waiter queued or flagged
+/// would leave it parked: a deadlock).
+pub fn uncontended_release<L: UncontendedRelease>() {
+    fn release<L: UncontendedRelease>(lock: &L) {
+        // SAFETY: held by this thread.
+        if !unsafe { lock.release_if_uncontended() } {
+            lock.release();
+        }
+    }
+    builder().check(|| {
+        let shared = Arc::new((L::create(), UnsafeCell::new(0usize)));
+        let other = {
+            let shared = shared.clone();
+            loom::thread::spawn(move || {
+                shared.0.acquire();
+                shared.1.with_mut(|v| unsafe { *v += 1 });
+                release(&shared.0);
+            })
+        };
+        shared.0.acquire();
+        shared.1.with_mut(|v| unsafe { *v += 1 });
+        release(&shared.0);
+        other.join().unwrap();
+        assert_eq!(shared.1.with(|v| unsafe { *v }), 2);
+        assert!(!shared.0.held(), "left locked");
+    });
+}
+
 /// A waiter waits for a flag under the mutex; the notifier sets it and
 /// notifies. A lost wake-up leaves the waiter asleep forever (a deadlock).
 pub fn condvar<L: ModelLock>() {
@@ -147,7 +211,7 @@ pub fn condvar<L: ModelLock>() {
 macro_rules! loom_suite {
     ($setup:expr) => {
         use lockmeter_locks::{NoStats, RawAdaptive, RawFutex, RawFutexTid, RawMcs, RawTicket};
-        use common::loom_models::{condvar, exclusion, ticket_line, try_beside_lock};
+        use common::loom_models::{condvar, exclusion, ticket_line, try_beside_lock, uncontended_release};
         loom_suite!(@tests $setup;
             adaptive_two_threads => exclusion::<RawAdaptive<NoStats>>(2),
             adaptive_three_threads => exclusion::<RawAdaptive<NoStats>>(3),
@@ -164,6 +228,10 @@ macro_rules! loom_suite {
             futex_tid_try_beside_lock => try_beside_lock::<RawFutexTid<NoStats>>(),
             ticket_try_beside_lock => try_beside_lock::<RawTicket<NoStats>>(),
             mcs_try_beside_lock => try_beside_lock::<RawMcs<NoStats>>(),
+            adaptive_uncontended_release => uncontended_release::<RawAdaptive<NoStats>>(),
+            futex_uncontended_release => uncontended_release::<RawFutex<NoStats>>(),
+            futex_tid_uncontended_release => uncontended_release::<RawFutexTid<NoStats>>(),
+            mcs_uncontended_release => uncontended_release::<RawMcs<NoStats>>(),
             condvar_with_adaptive => condvar::<RawAdaptive<NoStats>>(),
             condvar_with_futex => condvar::<RawFutex<NoStats>>(),
             condvar_with_futex_tid => condvar::<RawFutexTid<NoStats>>(),
