@@ -617,16 +617,11 @@ unsafe extern "C" fn glibc_mutex_lock(m: Mutex, pc: usize) -> c_int {
 
 unsafe extern "C" fn mutex_trylock(m: Mutex, pc: usize) -> c_int {
     if let Some(algorithm) = serving(m) {
-        // A try never waits, so it makes no system call that could change
-        // errno: no need to keep it (`mcs`'s queue node comes from a pool
-        // whose one call, mapping a fresh page, sets it only failing, and
-        // then the process stops). (Served `adaptive` trylock+unlock pair
-        // in a C loop, medians of 6 alternated runs: 22.0 ns keeping
-        // errno, 20.9 without; glibc 20.0.)
-        if active().is_none() {
-            // SAFETY: a served mutex.
-            return unsafe { served::try_lock(algorithm, m) };
-        }
+        // errno kept: the uncontended try of an unprofiled process takes
+        // the path decided at load, which makes no system call; this one
+        // gets what that leaves, among it a mutex of an earlier fork
+        // generation, whose bringing over may wait (a sleep there that a
+        // signal interrupts leaves EINTR).
         // SAFETY: a served mutex.
         return keeping_errno(|| exclusive_try(Kind::Mutex, m as usize, pc, || unsafe { served::try_lock(algorithm, m) }));
     }
