@@ -66,6 +66,7 @@ pub mod mcs;
 pub mod oracle;
 pub mod record;
 pub mod spin;
+pub mod static_tls;
 pub mod ticket;
 
 #[cfg(not(loom))]

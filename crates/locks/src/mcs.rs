@@ -335,10 +335,15 @@ mod node_pool {
         }
     }
 
+    // SAFETY: all-zero bytes are an empty pool (a null list, no count,
+    // flags off), and cells of plain values drop nothing.
+    unsafe impl crate::static_tls::ZeroInit for Pool {}
+
     #[cfg(not(loom))]
-    thread_local! {
-        static POOL: Pool =
-            const { Pool { free: Cell::new(ptr::null_mut()), cached: Cell::new(0), armed: Cell::new(false), busy: Cell::new(false) } };
+    crate::static_thread_local! {
+        /// The thread's pool, in the static TLS block: a served mutex's
+        /// lock and unlock each look it up.
+        static POOL: Pool;
     }
     #[cfg(loom)]
     loom::thread_local! {
@@ -346,17 +351,26 @@ mod node_pool {
         static REAPER: Reaper = Reaper;
     }
 
+    /// The calling thread's pool, lent to `use_pool` (`None` once the
+    /// thread's thread-locals are gone, as they can be under loom).
+    #[inline(always)]
+    fn with_pool<T>(use_pool: impl FnOnce(&Pool) -> T) -> Option<T> {
+        #[cfg(not(loom))]
+        return Some(POOL.with(use_pool));
+        #[cfg(loom)]
+        return POOL.try_with(use_pool).ok();
+    }
+
     /// Hands the calling thread's free nodes to the shared list.
     fn hand_over() {
-        let first = POOL
-            .try_with(|pool| {
-                pool.cached.set(0);
-                // Nodes given back after this (later keys' destructors
-                // taking locks) arm the hand-over again.
-                pool.armed.set(false);
-                pool.free.replace(ptr::null_mut())
-            })
-            .unwrap_or(ptr::null_mut());
+        let first = with_pool(|pool| {
+            pool.cached.set(0);
+            // Nodes given back after this (later keys' destructors
+            // taking locks) arm the hand-over again.
+            pool.armed.set(false);
+            pool.free.replace(ptr::null_mut())
+        })
+        .unwrap_or(ptr::null_mut());
         if !first.is_null() {
             shared::give_chain(first);
         }
@@ -422,22 +436,20 @@ mod node_pool {
     /// A reset node: from this thread's free list, the shared list, or
     /// fresh.
     pub(super) fn take() -> *mut Node {
-        let recycled = POOL
-            .try_with(|pool| {
-                pool.changing_free(|pool| {
-                    let node = pool.free.get();
-                    if !node.is_null() {
-                        // SAFETY: a free node belongs to the list.
-                        pool.free.set(unsafe { (*node).next_free });
-                        // (Nodes kept over the cap are not counted.)
-                        pool.cached.set(pool.cached.get().saturating_sub(1));
-                    }
-                    node
-                })
+        let recycled = with_pool(|pool| {
+            pool.changing_free(|pool| {
+                let node = pool.free.get();
+                if !node.is_null() {
+                    // SAFETY: a free node belongs to the list.
+                    pool.free.set(unsafe { (*node).next_free });
+                    // (Nodes kept over the cap are not counted.)
+                    pool.cached.set(pool.cached.get().saturating_sub(1));
+                }
+                node
             })
-            .ok()
-            .flatten()
-            .unwrap_or(ptr::null_mut());
+        })
+        .flatten()
+        .unwrap_or(ptr::null_mut());
         let node = if recycled.is_null() { shared::take() } else { recycled };
         // SAFETY: the node is ours and unreachable from any lock.
         unsafe {
@@ -452,23 +464,22 @@ mod node_pool {
     /// # Safety
     /// `node` came from `take` and is unreachable by other threads.
     pub(super) unsafe fn give(node: *mut Node) {
-        let kept = POOL
-            .try_with(|pool| {
-                if pool.cached.get() >= CACHED_MAX {
-                    return false;
-                }
-                let listed = pool.changing_free(|pool| {
-                    // SAFETY: the node is ours (caller's contract).
-                    unsafe { (*node).next_free = pool.free.get() };
-                    pool.free.set(node);
-                    pool.cached.set(pool.cached.get() + 1);
-                });
-                if listed.is_some() && !pool.armed.replace(true) {
-                    arm();
-                }
-                listed.is_some()
-            })
-            .unwrap_or(false);
+        let kept = with_pool(|pool| {
+            if pool.cached.get() >= CACHED_MAX {
+                return false;
+            }
+            let listed = pool.changing_free(|pool| {
+                // SAFETY: the node is ours (caller's contract).
+                unsafe { (*node).next_free = pool.free.get() };
+                pool.free.set(node);
+                pool.cached.set(pool.cached.get() + 1);
+            });
+            if listed.is_some() && !pool.armed.replace(true) {
+                arm();
+            }
+            listed.is_some()
+        })
+        .unwrap_or(false);
         if !kept {
             shared::give(node);
         }
@@ -480,7 +491,7 @@ mod node_pool {
     /// or if its pool is being changed too (handlers nested in handlers).
     #[cfg(not(loom))]
     fn keep_chain(first: *mut Node, last: *mut Node) {
-        let _ = POOL.try_with(|pool| {
+        let _ = with_pool(|pool| {
             pool.changing_free(|pool| {
                 // SAFETY: the chain's nodes are free and the caller's.
                 unsafe { (*last).next_free = pool.free.get() };

@@ -8,6 +8,7 @@ use crate::oracle::Decider;
 
 /// How an acquisition was obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum AcquireKind {
     /// On the fast path, without waiting (seed 004's NOWAIT).
     NoWait,
@@ -16,6 +17,10 @@ pub enum AcquireKind {
     /// After sleeping in the kernel at least once (seed 002's mtx_sched).
     Sleep,
 }
+
+// SAFETY: `repr(u8)` stores the discriminant, and zero is `NoWait`'s
+// (declared first, no explicit value); the enum drops nothing.
+unsafe impl crate::static_tls::ZeroInit for AcquireKind {}
 
 /// Receives a lock's events. Implementations must be cheap and must not
 /// take locks: they run inside the algorithms.

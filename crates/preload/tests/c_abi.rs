@@ -49,3 +49,30 @@ fn c_program_uses_every_algorithm() {
         assert!(stdout.contains(&format!("{name:<10} ok")), "{name} not ok:\n{stdout}");
     }
 }
+
+/// A program that loads the library with `dlopen` (no link-time
+/// dependency) runs every algorithm from threads that come and go:
+/// `mcs` keeps its thread pools in the static TLS block, which a library
+/// loaded this way must find room in.
+#[test]
+fn c_program_loading_the_library_with_dlopen_uses_every_algorithm() {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dlopen_test");
+    let compile = Command::new("gcc")
+        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .arg("-I")
+        .arg(manifest.join("../../include"))
+        .arg(manifest.join("tests/c/dlopen_test.c"))
+        .arg("-o")
+        .arg(&binary)
+        .arg("-ldl")
+        .output()
+        .expect("gcc must be installed");
+    assert!(compile.status.success(), "gcc failed:\n{}", String::from_utf8_lossy(&compile.stderr));
+    let run = Command::new(&binary).arg(library_dir().join("liblockmeter.so")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "C test failed:\n{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    for name in ["adaptive", "futex", "futex-tid", "pi", "ticket", "mcs", "spin"] {
+        assert!(stdout.contains(&format!("{name:<10} ok")), "{name} not ok:\n{stdout}");
+    }
+}

@@ -162,8 +162,16 @@ struct BlockCache {
     block: *const ThreadBlock,
 }
 
+// SAFETY: epoch 0 (no profiler's: they start at 1) and a null block, the
+// empty cache; plain values drop nothing.
+unsafe impl lockmeter_locks::static_tls::ZeroInit for BlockCache {}
+
+lockmeter_locks::static_thread_local! {
+    /// Read at every recorded operation: in the static TLS block.
+    static BLOCK: Cell<BlockCache>;
+}
+
 thread_local! {
-    static BLOCK: Cell<BlockCache> = const { Cell::new(BlockCache { epoch: 0, block: std::ptr::null() }) };
     /// This thread is claiming its block (see `Profiler::claim_block`).
     static CLAIMING: Cell<bool> = const { Cell::new(false) };
 }
@@ -240,13 +248,13 @@ pub enum Acquired {
     CondReacquire,
 }
 
-thread_local! {
+lockmeter_locks::static_thread_local! {
     /// The state of this thread's draws of which holds to time (0: not
-    /// seeded yet). In TLS rather than in the thread's block: a larger
-    /// block moved jemalloc's allocation of it into a path that takes a
-    /// pthread mutex, and claiming a block from inside its own allocation
-    /// recursed.
-    static SAMPLE_STATE: Cell<u64> = const { Cell::new(0) };
+    /// seeded yet), drawn at every recorded hold. In TLS rather than in
+    /// the thread's block: a larger block moved jemalloc's allocation of
+    /// it into a path that takes a pthread mutex, and claiming a block
+    /// from inside its own allocation recursed.
+    static SAMPLE_STATE: Cell<u64>;
 }
 
 /// Whether the hold beginning now is one of the 1 in `HOLD_SAMPLE` timed

@@ -333,9 +333,11 @@ unsafe fn served<'a>(m: *mut libc::pthread_mutex_t) -> &'a Served {
     current(unsafe { &*m.cast::<Served>() })
 }
 
-thread_local! {
-    /// How this thread's last acquisition went, as the algorithm saw it.
-    static LAST: Cell<AcquireKind> = const { Cell::new(AcquireKind::NoWait) };
+lockmeter_locks::static_thread_local! {
+    /// How this thread's last acquisition went, as the algorithm saw it
+    /// (at first `NoWait`, all-zero), set and read at every profiled
+    /// acquisition.
+    static LAST: Cell<AcquireKind>;
 }
 
 /// The recorder a profiled served mutex uses: the algorithm tells it
