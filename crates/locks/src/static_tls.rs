@@ -14,8 +14,10 @@
 //!
 //! The price, and the limits:
 //! - a library using the model must find room in the static block when
-//!   `dlopen` loads it after start-up; glibc keeps spare room for such
-//!   small uses (hundreds of bytes), and these values take a few dozen;
+//!   `dlopen` loads it after start-up, for its whole TLS segment (272
+//!   bytes for `liblockmeter.so`), in the spare room glibc keeps there
+//!   (past it, `dlopen` fails: "cannot allocate memory in static TLS
+//!   block");
 //! - the values start as all-zero bytes in every thread and have no
 //!   destructor ([`ZeroInit`]), so nothing runs at a thread's start or
 //!   end, and a value is there for the thread's whole life, its
