@@ -21,6 +21,7 @@ pub enum AcquireKind {
 // SAFETY: `repr(u8)` stores the discriminant, and zero is `NoWait`'s
 // (declared first, no explicit value); the enum drops nothing.
 unsafe impl crate::static_tls::ZeroInit for AcquireKind {}
+const _: () = assert!(AcquireKind::NoWait as u8 == 0);
 
 /// Receives a lock's events. Implementations must be cheap and must not
 /// take locks: they run inside the algorithms.

@@ -5,25 +5,33 @@
 //! linked for the C ABI) a `thread_local!` is found by calling
 //! `__tls_get_addr`: stable Rust emits only the dynamic TLS model there,
 //! since the library might be loaded late. That call is a few ns, paid on
-//! every lookup: a served `mcs` mutex made two a lock+unlock pair (13% of
-//! its samples), the profiler three. A value declared with
+//! every lookup: a served `mcs` mutex made two a lock+unlock pair, the
+//! profiler three. A value declared with
 //! [`static_thread_local!`](crate::static_thread_local) sits in the static
 //! TLS block instead (the initial-exec model): one load of the thread
 //! pointer plus an offset the loader fixes once. Linked into a program,
 //! the linker turns it into a constant offset, as a `thread_local!` there.
 //!
 //! The price, and the limits:
-//! - a library using the model must find room in the static block when
-//!   `dlopen` loads it after start-up, for its whole TLS segment (272
-//!   bytes for `liblockmeter.so`), in the spare room glibc keeps there
-//!   (past it, `dlopen` fails: "cannot allocate memory in static TLS
-//!   block");
+//! - a library using the model is flagged STATIC_TLS, and when `dlopen`
+//!   loads it after start-up its whole TLS segment (272 bytes for this
+//!   build of `liblockmeter.so`) must fit in the spare room glibc keeps in
+//!   the static block (about 1.7 KB on glibc 2.36), which other libraries
+//!   loaded the same way share: past it, `dlopen` fails ("cannot allocate
+//!   memory in static TLS block"), for this library or for one loaded
+//!   after it. `GLIBC_TUNABLES=glibc.rtld.optional_static_tls=BYTES`
+//!   sets the room. Preloaded or linked at build time, the library's
+//!   block is laid out at start-up and takes none of it;
 //! - the values start as all-zero bytes in every thread and have no
 //!   destructor ([`ZeroInit`]), so nothing runs at a thread's start or
 //!   end, and a value is there for the thread's whole life, its
 //!   destructors' time included;
-//! - x86_64 Linux only; elsewhere the macro declares a `thread_local!`
-//!   (whose const initialiser and lack of destructor make it as lasting).
+//! - each value is a hidden symbol named after its crate, version, line
+//!   and column, and is private to the module declaring it (a symbol of a
+//!   Rust dylib's could not be reached from another);
+//! - x86_64 Linux with glibc only (musl's loader refuses to `dlopen` a
+//!   library using the model); elsewhere the macro declares a const
+//!   `thread_local!`, whose lack of destructor makes it as lasting.
 
 /// Types whose all-zero bytes are a valid value, with no destructor: what
 /// a new thread's static TLS block holds before anything runs.
@@ -60,9 +68,8 @@ pub const fn zeroed<T: ZeroInit>() -> T {
 /// all-zero bytes ([`static_tls`](crate::static_tls) says when that
 /// pays): `static NAME: Type;` makes `NAME`, whose `with(|value| ...)`
 /// lends the calling thread's value. The type must implement
-/// [`ZeroInit`](crate::static_tls::ZeroInit). Every name is a symbol of
-/// the library or program linking it, one namespace for every crate:
-/// a name declared twice fails the link.
+/// [`ZeroInit`](crate::static_tls::ZeroInit). The value is private to
+/// the declaring module.
 ///
 /// The declaration is an item (of a module, not of a function body):
 ///
@@ -82,34 +89,40 @@ pub const fn zeroed<T: ZeroInit>() -> T {
 /// ```
 #[macro_export]
 macro_rules! static_thread_local {
-    ($(#[$attr:meta])* $vis:vis static $name:ident: $ty:ty;) => {
+    ($(#[$attr:meta])* static $name:ident: $ty:ty;) => {
+        $crate::static_thread_local!(@declare $(#[$attr])* $name, $ty, concat!(
+            "lockmeter_tls_", env!("CARGO_CRATE_NAME"), "_", env!("CARGO_PKG_VERSION"), "_",
+            stringify!($name), "_", line!(), "_", column!()
+        ));
+    };
+    (@declare $(#[$attr:meta])* $name:ident, $ty:ty, $symbol:expr) => {
         $(#[$attr])*
         #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
         #[derive(Clone, Copy)]
-        $vis struct $name;
+        struct $name;
 
         // Hidden: the library or program linking it has its own.
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
         ::core::arch::global_asm!(
             ".pushsection .tbss,\"awT\",@nobits",
             ".balign {align}",
-            concat!(".globl lockmeter_tls_", stringify!($name)),
-            concat!(".hidden lockmeter_tls_", stringify!($name)),
-            concat!(".type lockmeter_tls_", stringify!($name), ", @object"),
-            concat!(".size lockmeter_tls_", stringify!($name), ", {size}"),
-            concat!("lockmeter_tls_", stringify!($name), ":"),
+            concat!(".globl ", $symbol),
+            concat!(".hidden ", $symbol),
+            concat!(".type ", $symbol, ", @object"),
+            concat!(".size ", $symbol, ", {size}"),
+            concat!($symbol, ":"),
             ".zero {size}",
             ".popsection",
             align = const ::core::mem::align_of::<$ty>(),
             size = const ::core::mem::size_of::<$ty>(),
         );
 
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
         const _: () = {
             impl $name {
                 /// Lends the calling thread's value to `use_value`.
                 #[inline(always)]
-                $vis fn with<R>(self, use_value: impl FnOnce(&$ty) -> R) -> R {
+                fn with<R>(self, use_value: impl FnOnce(&$ty) -> R) -> R {
                     let address: *const $ty;
                     // SAFETY: on x86_64 Linux %fs:0 holds the thread
                     // pointer, and the GOT entry the loader fills holds
@@ -121,7 +134,7 @@ macro_rules! static_thread_local {
                     unsafe {
                         ::core::arch::asm!(
                             "mov {address}, qword ptr fs:[0]",
-                            concat!("add {address}, qword ptr [rip + lockmeter_tls_", stringify!($name), "@GOTTPOFF]"),
+                            concat!("add {address}, qword ptr [rip + ", $symbol, "@GOTTPOFF]"),
                             address = out(reg) address,
                             options(nostack, readonly),
                         );
@@ -134,7 +147,7 @@ macro_rules! static_thread_local {
             }
         };
 
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
         const _: () = {
             ::std::thread_local! {
                 static VALUE: $ty = const { $crate::static_tls::zeroed::<$ty>() };
@@ -143,7 +156,7 @@ macro_rules! static_thread_local {
             impl $name {
                 /// Lends the calling thread's value to `use_value`.
                 #[inline(always)]
-                $vis fn with<R>(self, use_value: impl FnOnce(&$ty) -> R) -> R {
+                fn with<R>(self, use_value: impl FnOnce(&$ty) -> R) -> R {
                     // Never destroyed (no destructor), so never refused.
                     VALUE.with(use_value)
                 }
