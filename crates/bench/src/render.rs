@@ -65,6 +65,13 @@ pub fn table(report: &Report) -> String {
             None => mops(p.ops_per_sec),
         });
         against_best_peer(&mut out, &title, &points);
+        // A rate is work per CPU-second times CPUs kept busy: a lock that
+        // leaves a CPU idle (its waiters asleep while others could run)
+        // shows here, one that burns CPUs spinning in the rate alone.
+        let heading = format!("{title}: CPUs kept busy (the process's CPU time over the run's, of {})", report.machine.cores);
+        grid(&mut out, &heading, &points, 9, |p| {
+            if p.ops_per_cpu_sec > 0.0 { format!("{:.2}", p.ops_per_sec / p.ops_per_cpu_sec) } else { String::from("-") }
+        });
         if points.iter().any(|p| p.threads > 1) {
             let heading = format!("{title}: fairness, most / fewest operations of any thread");
             grid(&mut out, &heading, &points, 9, |p| match p.per_thread_ops.min {

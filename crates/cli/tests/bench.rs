@@ -347,6 +347,35 @@ fn csv_table_and_plots() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every point's CPUs kept busy, in the table, is its rate over its rate
+/// per CPU-second from the same run: at most about one for one thread,
+/// and no more than the machine has for four (a little over: the
+/// process's CPU time takes in the threads' start and stop, long beside
+/// a --quick run; no lower bound, as other tests may take the CPUs).
+#[test]
+fn the_table_gives_the_cpus_each_lock_kept_busy() {
+    let dir = std::env::temp_dir().join(format!("lockmeter-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("busy.json");
+    let out = lockmeter().args(["bench", "sem", "--quick", "--locks", "adaptive", "--threads", "1,4", "--save"]).arg(&json).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let busy = table.split("CPUs kept busy (the process's CPU time over the run's, of ").nth(1).expect(&table);
+    let row = busy.lines().find(|l| l.starts_with("adaptive")).expect(&table);
+    let cells: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().expect(&table)).collect();
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let points = saved["points"].as_array().unwrap();
+    assert_eq!((cells.len(), points.len()), (2, 2), "{table}");
+    for (cell, point) in cells.iter().zip(points) {
+        let busy = point["ops_per_sec"].as_f64().unwrap() / point["ops_per_cpu_sec"].as_f64().unwrap();
+        assert_eq!(format!("{cell:.2}"), format!("{busy:.2}"), "{table}\n{point}");
+    }
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(cells[0] > 0.0 && cells[0] <= 1.3, "one thread: {table}");
+    assert!(cells[1] > 0.0 && cells[1] <= 4f64.min(cores) * 1.5, "four threads: {table}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Beside peers, each of our locks gets its ratio to the best peer at each
 /// thread count, computed from the throughput table, and the peer's name.
 #[test]
