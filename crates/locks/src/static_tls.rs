@@ -163,9 +163,7 @@ macro_rules! static_thread_local {
             }
         };
 
-        const _: fn() = || {
-            fn zero_init<T: $crate::static_tls::ZeroInit>() {}
-            zero_init::<$ty>();
-        };
+        // The type may start as zero bytes (`zeroed` asks `ZeroInit`).
+        const _: fn() -> $ty = $crate::static_tls::zeroed::<$ty>;
     };
 }
